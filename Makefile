@@ -1,0 +1,44 @@
+# Two commands do everything on a fresh machine: `make run` and `make test`.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+PYTHON ?= python3
+
+.PHONY: run test lint types unit bench demo clean
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(VENV)/bin/python
+	$(PIP) install -q -e .
+	touch $@
+
+$(VENV)/.installed-test: pyproject.toml | $(VENV)/bin/python
+	$(PIP) install -q -e '.[test]'
+	touch $@ $(VENV)/.installed
+
+## run: create the virtualenv, install, start the service on the embedded defaults
+run: $(VENV)/.installed
+	$(VENV)/bin/approvalbot serve
+
+## test: install what tests need, then lint, types and the whole suite
+test: $(VENV)/.installed-test lint types unit
+
+lint: $(VENV)/.installed-test
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+types: $(VENV)/.installed-test
+	$(VENV)/bin/mypy
+
+# pytest exits 5 when it collects nothing; that is not a failure of the project.
+unit: $(VENV)/.installed-test
+	$(PY) -m pytest; rc=$$?; if [ $$rc -eq 5 ]; then exit 0; else exit $$rc; fi
+
+bench: $(VENV)/.installed-test
+	$(PIP) install -q -e '.[bench]'
+	$(PY) bench/rules_bench.py
+
+clean:
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

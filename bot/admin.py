@@ -1,0 +1,166 @@
+"""Identities: workspaces, members (people), applications (agent runtimes) and their tokens."""
+
+from __future__ import annotations
+
+import re
+import secrets
+from dataclasses import dataclass
+
+from bot import errors, tokens
+from bot.clock import Clock
+from bot.domain import Application, Member, Principal, Workspace, new_id
+from bot.errors import ApprovalError
+from bot.ports import DuplicateKey, Store, Tx
+
+_WORKSPACE_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
+_SECRET_KEY = "instance_secret"
+
+
+@dataclass(frozen=True)
+class Issued:
+    """A new principal and its token; the token is shown once and stored only as a hash."""
+
+    principal: Principal
+    token: str
+
+
+class Admin:
+    def __init__(self, store: Store, clock: Clock) -> None:
+        self.store = store
+        self.clock = clock
+
+    async def instance_secret(self) -> str:
+        """A random secret made on first start; keys derived tokens (resolution, login links)."""
+        async with self.store.read() as tx:
+            value = await tx.get_meta(_SECRET_KEY)
+        if value is not None:
+            return value
+        try:
+            async with self.store.write() as tx:
+                await tx.set_meta(_SECRET_KEY, secrets.token_hex(32))
+        except DuplicateKey:
+            pass  # another instance made it first
+        async with self.store.read() as tx:
+            value = await tx.get_meta(_SECRET_KEY)
+        assert value is not None
+        return value
+
+    async def create_workspace(self, name: str) -> Workspace:
+        if not _WORKSPACE_ID.match(name):
+            raise ApprovalError(
+                errors.INVALID_REQUEST,
+                "workspace name: lowercase letters, digits, - and _, at most 63",
+                422,
+            )
+        workspace = Workspace(id=name, name=name, created_at=self.clock.now())
+        try:
+            async with self.store.write() as tx:
+                await tx.insert_workspace(workspace)
+        except DuplicateKey:
+            raise ApprovalError(errors.CONFLICT, f"workspace {name} exists", 409) from None
+        return workspace
+
+    async def workspaces(self) -> list[Workspace]:
+        async with self.store.read() as tx:
+            return await tx.list_workspaces()
+
+    async def _workspace(self, workspace_id: str) -> Workspace:
+        async with self.store.read() as tx:
+            workspace = await tx.get_workspace(workspace_id)
+        if workspace is None:
+            raise ApprovalError(errors.NOT_FOUND, f"workspace {workspace_id} not found", 404)
+        return workspace
+
+    async def add_member(
+        self,
+        workspace_id: str,
+        name: str,
+        *,
+        telegram_user_id: int | None = None,
+        slack_user_id: str | None = None,
+    ) -> Issued:
+        await self._workspace(workspace_id)
+        if not name or len(name) > 200:
+            raise ApprovalError(errors.INVALID_REQUEST, "member name: 1-200 characters", 422)
+        member = Member(new_id("mem"), workspace_id, name, telegram_user_id, slack_user_id)
+        principal = Principal("member", member.id, name, workspace_id)
+        token = tokens.new_token("member")
+        try:
+            async with self.store.write() as tx:
+                await tx.insert_member(member)
+                await self._issue(tx, principal, token)
+        except DuplicateKey:
+            raise ApprovalError(errors.CONFLICT, f"member {name} exists", 409) from None
+        return Issued(principal, token)
+
+    async def add_application(self, workspace_id: str, name: str) -> Issued:
+        await self._workspace(workspace_id)
+        if not name or len(name) > 200:
+            raise ApprovalError(errors.INVALID_REQUEST, "application name: 1-200 characters", 422)
+        app = Application(new_id("app"), workspace_id, name)
+        principal = Principal("application", app.id, name, workspace_id)
+        token = tokens.new_token("application")
+        try:
+            async with self.store.write() as tx:
+                await tx.insert_application(app)
+                await self._issue(tx, principal, token)
+        except DuplicateKey:
+            raise ApprovalError(errors.CONFLICT, f"application {name} exists", 409) from None
+        return Issued(principal, token)
+
+    async def _issue(self, tx: Tx, principal: Principal, token: str) -> None:
+        await tx.insert_credential(
+            credential_id=new_id("cred"),
+            principal=principal,
+            token_hash=tokens.token_hash(token),
+            at=self.clock.now(),
+        )
+
+    async def _principal(self, workspace_id: str, kind: str, name: str) -> Principal:
+        async with self.store.read() as tx:
+            if kind == "member":
+                member = await tx.find_member(workspace_id, name=name)
+                if member is not None:
+                    return Principal("member", member.id, member.name, workspace_id)
+            else:
+                app = await tx.find_application(workspace_id, name)
+                if app is not None:
+                    return Principal("application", app.id, app.name, workspace_id)
+        raise ApprovalError(errors.NOT_FOUND, f"{kind} {name} not found in {workspace_id}", 404)
+
+    async def rotate(self, workspace_id: str, kind: str, name: str) -> Issued:
+        """Revoke every token of the member/application and issue a new one."""
+        principal = await self._principal(workspace_id, kind, name)
+        token = tokens.new_token(principal.kind)
+        async with self.store.write() as tx:
+            await tx.revoke_credentials(principal.id, self.clock.now())
+            await self._issue(tx, principal, token)
+        return Issued(principal, token)
+
+    async def revoke(self, workspace_id: str, kind: str, name: str) -> int:
+        principal = await self._principal(workspace_id, kind, name)
+        async with self.store.write() as tx:
+            return await tx.revoke_credentials(principal.id, self.clock.now())
+
+    async def authenticate(self, token: str) -> Principal | None:
+        """The principal a bearer token stands for, or None. Lookup is by SHA-256, so the
+        comparison never touches the token itself."""
+        if not token or len(token) > 200:
+            return None
+        async with self.store.read() as tx:
+            return await tx.principal_for_token(tokens.token_hash(token))
+
+    async def member_by_chat(
+        self,
+        *,
+        telegram_user_id: int | None = None,
+        slack_user_id: str | None = None,
+        workspace_id: str,
+    ) -> Principal | None:
+        async with self.store.read() as tx:
+            member = await tx.find_member(
+                workspace_id, telegram_user_id=telegram_user_id, slack_user_id=slack_user_id
+            )
+        if member is None:
+            return None
+        return Principal("member", member.id, member.name, workspace_id)

@@ -1,0 +1,63 @@
+"""`approvalbot serve`: the composition root. Builds the store, the core and every enabled
+surface, then serves until interrupted."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+
+import click
+from aiohttp import web
+
+from adapters.http.app import build_app
+from bot.cli.common import config_option, settings_or_exit
+from bot.config import Settings
+from bot.core import Core
+from store.migrate import upgrade
+from store.sql import SqlStore
+
+log = logging.getLogger("approvalbot")
+
+
+async def serve_forever(settings: Settings, ready: asyncio.Event | None = None) -> None:
+    store = SqlStore(settings.store.url)
+    await upgrade(store.engine)
+    core = await Core.build(store, settings)
+    listener = None
+    if store.postgres:
+        from store.listen import PgListener
+
+        listener = PgListener(settings.store.url, core.hub.notify_run)
+        await listener.start()
+    core.start()
+    app = build_app(core, settings)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, settings.server.host, settings.server.port)
+    await site.start()
+    click.echo(f"approvalbot: serving on http://{settings.server.host}:{settings.server.port}")
+    click.echo(f"approvalbot: store {store.engine.url.render_as_string(hide_password=True)}")
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    if ready is not None:
+        ready.set()
+    try:
+        await stop.wait()
+    finally:
+        await runner.cleanup()
+        await core.stop()
+        if listener is not None:
+            await listener.stop()
+        await store.close()
+
+
+@click.command()
+@config_option
+def serve(config_path: str | None) -> None:
+    """Start the service: API, web page, enabled chat adapters and the clock."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    settings = settings_or_exit(config_path)
+    asyncio.run(serve_forever(settings))

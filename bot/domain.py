@@ -1,0 +1,210 @@
+"""The records the core works with. Storage maps them to tables; surfaces map them to the wire."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+TaskState = Literal[
+    "granted", "failed", "needs_approval", "awaiting_input", "resolved", "timed_out", "cancelled"
+]
+RunState = Literal["running", "held", "stopped"]
+TaskKind = Literal["tool_call", "ask"]
+Via = Literal["telegram", "slack", "web", "api", "cli", "clock", "engine", "token"]
+FailurePolicy = Literal["continue", "hold"]
+PrincipalKind = Literal["member", "application"]
+
+PARKED_STATES: tuple[TaskState, ...] = ("needs_approval", "awaiting_input")
+ASK_TOOL = "ask"
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}_{secrets.token_hex(8)}"
+
+
+def ordered_id(prefix: str) -> str:
+    """An id that sorts by creation time (outbox items are delivered in this order)."""
+    return f"{prefix}_{time.time_ns():x}{secrets.token_hex(3)}"
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who is calling: a person (member) or an agent runtime (application)."""
+
+    kind: PrincipalKind
+    id: str
+    name: str
+    workspace_id: str
+
+    @property
+    def is_member(self) -> bool:
+        return self.kind == "member"
+
+
+@dataclass
+class Workspace:
+    id: str
+    name: str
+    created_at: datetime
+
+
+@dataclass
+class Member:
+    id: str
+    workspace_id: str
+    name: str
+    telegram_user_id: int | None = None
+    slack_user_id: str | None = None
+
+
+@dataclass
+class Application:
+    id: str
+    workspace_id: str
+    name: str
+
+
+@dataclass
+class Executor:
+    id: str
+    workspace_id: str
+    application_id: str
+    name: str
+    revoked: bool = False
+
+
+@dataclass
+class Run:
+    id: str
+    workspace_id: str
+    application_id: str | None
+    state: RunState
+    approval_mode: str
+    approval_rules: list[dict[str, Any]]
+    tool_names: list[str] | None
+    aliases: dict[str, str]
+    created_at: datetime
+    title: str = ""
+    profile: str | None = None
+    executor_id: str | None = None
+    parent_run: str | None = None
+    held_task_key: str | None = None
+
+
+@dataclass
+class Task:
+    id: str
+    run_id: str
+    workspace_id: str
+    key: str
+    kind: TaskKind
+    origin: str
+    tool_name: str
+    tool: str
+    tool_input: Any
+    state: TaskState
+    created_at: datetime
+    effect_profile: dict[str, Any] = field(default_factory=dict)
+    error: dict[str, str] | None = None
+    deadline: datetime | None = None
+    failure_policy: FailurePolicy = "continue"
+    addressee: str | None = None
+    resolved_by: str | None = None
+    via: str | None = None
+    resolution: dict[str, Any] | None = None
+    decided_at: datetime | None = None
+    why: str = ""
+    rule_index: int | None = None
+    matched: list[int] = field(default_factory=list)
+    request_hash: str = ""
+    appended_by: str | None = None
+    resolution_token_hash: str | None = None
+    required_approvals: int = 1
+    retry_of: str | None = None
+
+    @property
+    def parked(self) -> bool:
+        return self.state in PARKED_STATES
+
+
+@dataclass(frozen=True)
+class Ending:
+    """How a parked task ended: the values written by the compare-and-set."""
+
+    state: TaskState
+    at: datetime
+    resolved_by: str | None
+    via: str
+    error: dict[str, str] | None = None
+    resolution: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Event:
+    id: int
+    run_id: str
+    seq: int
+    name: str
+    data: dict[str, Any]
+    at: datetime
+
+
+@dataclass(frozen=True)
+class NewEvent:
+    run_id: str
+    name: str
+    data: dict[str, Any]
+    executor_id: str | None = None
+
+
+@dataclass(frozen=True)
+class LogEntry:
+    workspace_id: str
+    action: str
+    actor: str
+    via: str
+    at: datetime
+    run_id: str | None = None
+    task_key: str | None = None
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class LogRecord:
+    id: int
+    entry: LogEntry
+
+
+TimerKind = Literal["deadline", "nudge"]
+
+
+@dataclass(frozen=True)
+class Timer:
+    id: str
+    task_id: str
+    run_id: str
+    kind: TimerKind
+    due_at: datetime
+    seq: int = 0  # which nudge (0, 1, …), so each is sent once
+
+
+OutboxKind = Literal["posted", "nudge", "ended"]
+
+
+@dataclass(frozen=True)
+class OutboxItem:
+    """A notification for people, written with the state change, delivered after commit."""
+
+    id: str
+    channel: str
+    kind: OutboxKind
+    task_id: str
+    run_id: str
+    workspace_id: str
+    idempotency_key: str
+    created_at: datetime
+    attempts: int = 0
+    payload: dict[str, Any] = field(default_factory=dict)

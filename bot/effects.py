@@ -1,0 +1,69 @@
+"""The effect profile an approver reads: supplied with the call, or derived from name and input."""
+
+from __future__ import annotations
+
+from typing import Any
+
+_KNOWN = ("summary", "effects", "targets", "risk", "reversible")
+_EFFECT_WORDS = (
+    (("bash", "shell", "exec", "process", "run", "terminal", "command"), "executes"),
+    (("write", "edit", "create", "update", "patch", "save", "put"), "writes"),
+    (("delete", "remove", "rm", "drop", "destroy"), "deletes"),
+    (("read", "get", "list", "view", "search", "glob", "grep", "fetch"), "reads"),
+    (("http", "fetch", "web", "request", "curl", "url", "api", "deploy"), "network"),
+    (("pay", "charge", "transfer", "purchase", "buy", "refund"), "spends"),
+    (("email", "mail", "slack", "post", "send", "tweet", "publish", "deploy"), "external"),
+)
+_TARGET_KEYS = ("path", "file_path", "file", "paths", "url", "host", "repository", "to", "target")
+_COMMAND_KEYS = ("command", "cmd", "script")
+
+
+def _first_line(text: str, limit: int = 120) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def derive(tool: str, tool_input: Any) -> dict[str, Any]:
+    """A minimal profile: a summary, effect words guessed from the tool name, and targets."""
+    lowered = tool.lower()
+    effects: list[str] = []
+    for words, effect in _EFFECT_WORDS:
+        if any(word in lowered for word in words) and effect not in effects:
+            effects.append(effect)
+    targets: list[str] = []
+    summary = f"{tool} call"
+    if isinstance(tool_input, dict):
+        for key in _TARGET_KEYS:
+            value = tool_input.get(key)
+            if isinstance(value, str) and value:
+                targets.append(value)
+            elif isinstance(value, list):
+                targets.extend(str(v) for v in value[:10] if isinstance(v, str | int))
+        for key in _COMMAND_KEYS:
+            value = tool_input.get(key)
+            if isinstance(value, str) and value.strip():
+                summary = f"{tool}: {_first_line(value)}"
+                break
+            if isinstance(value, list) and value:
+                summary = f"{tool}: {_first_line(' '.join(str(v) for v in value))}"
+                break
+        else:
+            if targets:
+                summary = f"{tool} {targets[0]}"
+    profile: dict[str, Any] = {"summary": summary, "derived": True}
+    if effects:
+        profile["effects"] = effects
+    if targets:
+        profile["targets"] = targets
+    return profile
+
+
+def normalise(profile: dict[str, Any] | None, tool: str, tool_input: Any) -> dict[str, Any]:
+    """The profile to freeze on the call: the supplied one, else a derived one."""
+    if not profile:
+        return derive(tool, tool_input)
+    return dict(profile)
+
+
+def known_keys() -> tuple[str, ...]:
+    return _KNOWN

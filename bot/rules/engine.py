@@ -1,0 +1,465 @@
+"""The decision engine: a validated rule list compiled once into a `Policy` (SPEC 2.3-2.8).
+
+Compiling does all the work that does not depend on the call:
+
+- every `match` glob becomes a predicate, and the globs that share an `(origin, path)` become one
+  RE2 set (one DFA pass over the text reports every glob that matches);
+- every rule's `tool` alternatives go into one RE2 set per origin.
+
+Evaluating a call then only walks `tool_input` and runs prepared matchers. What depends on the
+tool name alone is memoised per `(tool_name, origin)` in a bounded dict (a "plan": the rules whose
+tool globs match the resolved name, grouped by path, so each path's text is extracted and encoded
+once), and the `Verdict` for a given set of matching rules is memoised per plan too, so a repeat
+decision allocates nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from types import MappingProxyType
+from typing import Any, Literal
+
+from bot.errors import (
+    APPROVAL_DENIED,
+    INVALID_REQUEST,
+    TOOL_NOT_DECLARED,
+    ApprovalError,
+    ErrorValue,
+)
+from bot.rules.globs import MultiGlob, _simple_matcher
+from bot.rules.validate import ORIGINS, RuleSpec, check_aliases, check_rules, compact_json
+from bot.rules.validate import RulesInvalid as RulesInvalid
+
+Mode = Literal["bypass", "ask", "rules"]
+Origin = Literal["model", "author", "kernel"]
+Outcome = Literal["granted", "parked", "failed"]
+
+MODES: tuple[Mode, ...] = ("bypass", "ask", "rules")
+REASON_MAX_BYTES = 256
+_HEX = frozenset("0123456789abcdef")
+
+# Bounds on the memo tables (per policy). Past the bound a table is simply emptied: a flood of
+# distinct tool names costs recomputation, never unbounded memory.
+_PLAN_CACHE_MAX = 1024
+_VERDICT_CACHE_MAX = 256
+# Up to this many `match` globs for one tool on one path, plain predicates beat one RE2 set call.
+_SMALL_GROUP = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The decision on one call. `error` is set exactly when `outcome == "failed"`."""
+
+    outcome: Outcome
+    tool: str
+    error: ErrorValue | None
+    matched: tuple[int, ...]
+    rule_index: int | None
+    why: str
+    by_member: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        """`{"tool", "outcome", "error", "matched"}` as the CLI prints it."""
+        return {
+            "tool": self.tool,
+            "outcome": self.outcome,
+            "error": None if self.error is None else self.error.to_json(),
+            "matched": list(self.matched),
+        }
+
+
+def strip_runner_suffix(tool_name: str) -> str:
+    """`bash__0123456789ab` -> `bash`: a `__` + exactly 12 lowercase hex digits suffix goes."""
+    if (
+        len(tool_name) > 14
+        and tool_name[-14:-12] == "__"
+        and all(c in _HEX for c in tool_name[-12:])
+    ):
+        return tool_name[:-14]
+    return tool_name
+
+
+def cut_reason(reason: str, limit: int = REASON_MAX_BYTES) -> str:
+    """The first `limit` bytes of `reason` in UTF-8, never splitting a character."""
+    raw = reason.encode("utf-8", "surrogatepass")
+    if len(raw) <= limit:
+        return reason
+    return raw[:limit].decode("utf-8", "ignore")
+
+
+def member_denial_detail(member: str, reason: str | None) -> str:
+    """SPEC 2.8 for a person's deny: their reason, or `denied by MEMBER`."""
+    return reason if reason else f"denied by {member}"
+
+
+def _encode(text: str) -> bytes:
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass")
+
+
+def _int_text(value: int) -> str:
+    try:
+        return str(value)
+    except ValueError:  # beyond sys.get_int_max_str_digits(): spell it in chunks
+        sign = "-" if value < 0 else ""
+        high, low = divmod(abs(value), 10**1000)
+        return sign + _int_text(high) + str(low).zfill(1000)
+
+
+def _join_scalars(items: list[Any]) -> str | None:
+    """An array of scalars joined by one space in JSON spelling; None if any item is not."""
+    parts: list[str] = []
+    for item in items:
+        if isinstance(item, str):
+            parts.append(item)
+        elif item is None:
+            parts.append("null")
+        elif item is True:
+            parts.append("true")
+        elif item is False:
+            parts.append("false")
+        elif isinstance(item, int):
+            parts.append(_int_text(item))
+        elif isinstance(item, float):
+            parts.append(json.dumps(item))
+        else:
+            return None
+    return " ".join(parts)
+
+
+Step = tuple[str, int | None]
+
+
+def _text_at(value: object, steps: tuple[Step, ...]) -> bytes | None:
+    """The UTF-8 text at a path (SPEC 2.4), or None when there is no text."""
+    for key, index in steps:
+        if isinstance(value, dict):
+            value = value.get(key)
+        elif isinstance(value, list):
+            if index is None or index >= len(value):
+                return None
+            value = value[index]
+        else:
+            return None
+    if isinstance(value, str):
+        try:
+            return value.encode()
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "surrogatepass")
+    if isinstance(value, list):
+        joined = _join_scalars(value)
+        return None if joined is None else _encode(joined)
+    return None
+
+
+def text_at(tool_input: object, path: str) -> str | None:
+    """The text at a dotted path, for display and tests (the engine works on bytes)."""
+    raw = _text_at(tool_input, _steps(path))
+    return None if raw is None else raw.decode("utf-8", "surrogatepass")
+
+
+def _steps(path: str) -> tuple[Step, ...]:
+    out: list[Step] = []
+    for seg in path.split("."):
+        index = int(seg) if seg.isascii() and seg.isdigit() else None
+        out.append((seg, index))
+    return tuple(out)
+
+
+@dataclass(frozen=True, slots=True)
+class _Rule:
+    index: int
+    verdict: str
+    origin: str
+    tool: str
+    path: tuple[Step, ...] | None
+    reason: str | None  # already cut to 256 bytes; None when absent or empty
+    predicate: Callable[[bytes], bool] | None  # the `match` glob
+
+
+@dataclass(frozen=True, slots=True)
+class _PathSet:
+    """Every `match` glob of one origin on one path, as one multi-pattern matcher."""
+
+    match_all: Callable[[bytes], list[int]]
+    rule_of: tuple[int, ...]  # matcher-local index -> rule index
+
+
+@dataclass(slots=True)
+class _Group:
+    """What one plan checks on one path."""
+
+    steps: tuple[Step, ...]
+    present: tuple[int, ...]  # rules with this path and no `match`
+    predicates: tuple[tuple[int, Callable[[bytes], bool]], ...]
+    match_all: Callable[[bytes], list[int]] | None
+    table: tuple[int, ...]  # matcher-local index -> rule index, or -1 (other tool)
+
+
+@dataclass(slots=True)
+class _Plan:
+    tool: str
+    origin: str
+    static: tuple[int, ...]  # rules without path: they match the tool as a whole
+    groups: tuple[_Group, ...]
+    undeclared: Verdict
+    verdicts: dict[tuple[tuple[int, ...], str, bool], Verdict]
+
+
+@dataclass(frozen=True, slots=True)
+class _ToolSet:
+    match_all: Callable[[bytes], list[int]]
+    rule_of: tuple[int, ...]  # alternative index -> rule index
+
+
+@dataclass(frozen=True)
+class Policy:
+    """A validated, compiled rule list plus alias map. Build it with `compile_policy`."""
+
+    rules_json: list[dict[str, Any]]
+    aliases: Mapping[str, str]
+    _rules: tuple[_Rule, ...] = field(repr=False, compare=False)
+    _tool_sets: Mapping[str, _ToolSet] = field(repr=False, compare=False)
+    _path_sets: Mapping[tuple[str, str], _PathSet] = field(repr=False, compare=False)
+    _plans: dict[str, dict[str, _Plan]] = field(repr=False, compare=False)
+
+    def resolve_tool(self, tool_name: str) -> str:
+        """Strip a runner suffix (`__` + 12 lowercase hex), then apply the alias map."""
+        stripped = strip_runner_suffix(tool_name)
+        return self.aliases.get(stripped, stripped)
+
+    def evaluate(
+        self,
+        *,
+        tool_name: str,
+        tool_input: object,
+        origin: Origin = "model",
+        mode: Mode,
+        member: bool = False,
+        tool_names: frozenset[str] | None = None,
+    ) -> Verdict:
+        """Decide one call.
+
+        `tool_names` (the effective declared tools) is checked first, for every origin: a
+        resolved name outside it fails `tool_not_declared` before any rule is consulted.
+        """
+        plans = self._plans.get(origin)
+        plan = None if plans is None else plans.get(tool_name)
+        if plan is None:
+            plan = self._plan(tool_name, origin)
+        if tool_names is not None and plan.tool not in tool_names:
+            return plan.undeclared
+        hits: list[int] | None = None
+        for group in plan.groups:
+            text = _text_at(tool_input, group.steps)
+            if text is None:
+                continue
+            if group.present:
+                hits = [*(hits or ()), *group.present]
+            for index, predicate in group.predicates:
+                if predicate(text):
+                    hits = [*(hits or ()), index]
+            if group.match_all is not None:
+                found = group.match_all(text)
+                if found:
+                    table = group.table
+                    more = [r for r in (table[h] for h in found) if r >= 0]
+                    if more:
+                        hits = [*(hits or ()), *more]
+        matched = plan.static if hits is None else tuple(sorted((*plan.static, *hits)))
+        member = member and origin == "author"
+        key = (matched, mode, member)
+        verdict = plan.verdicts.get(key)
+        if verdict is None:
+            verdict = self._decide(plan, matched, mode, member)
+            if len(plan.verdicts) >= _VERDICT_CACHE_MAX:
+                plan.verdicts.clear()
+            plan.verdicts[key] = verdict
+        return verdict
+
+    # -- the slow paths: once per tool name, once per distinct set of matching rules ----------
+
+    def _plan(self, tool_name: str, origin: str) -> _Plan:
+        if origin not in ORIGINS:
+            raise ApprovalError(
+                INVALID_REQUEST,
+                f"unknown origin {compact_json(origin)} (expected model, author or kernel)",
+                422,
+            )
+        if not isinstance(tool_name, str):
+            raise ApprovalError(INVALID_REQUEST, "tool_name must be a string", 422)
+        tool = self.resolve_tool(tool_name)
+        rules = self._rules
+        tool_set = self._tool_sets.get(origin)
+        chosen: set[int] = set()
+        if tool_set is not None:
+            chosen = {tool_set.rule_of[a] for a in tool_set.match_all(_encode(tool))}
+        static: list[int] = []
+        by_path: dict[tuple[Step, ...], list[_Rule]] = {}
+        for index in sorted(chosen):
+            rule = rules[index]
+            if rule.path is None:
+                static.append(index)
+            else:
+                by_path.setdefault(rule.path, []).append(rule)
+        groups: list[_Group] = []
+        for steps, members in by_path.items():
+            present = tuple(r.index for r in members if r.predicate is None)
+            with_match = [r for r in members if r.predicate is not None]
+            predicates: tuple[tuple[int, Callable[[bytes], bool]], ...] = ()
+            match_all = None
+            table: tuple[int, ...] = ()
+            path_set = self._path_sets.get((origin, ".".join(s for s, _ in steps)))
+            if len(with_match) > _SMALL_GROUP and path_set is not None:
+                wanted = {r.index for r in with_match}
+                match_all = path_set.match_all
+                table = tuple(r if r in wanted else -1 for r in path_set.rule_of)
+            else:
+                predicates = tuple((r.index, r.predicate) for r in with_match if r.predicate)
+            groups.append(_Group(steps, present, predicates, match_all, table))
+        undeclared = Verdict(
+            outcome="failed",
+            tool=tool,
+            error=ErrorValue(TOOL_NOT_DECLARED, f"tool {tool} is not declared for this run"),
+            matched=(),
+            rule_index=None,
+            why=f"{tool} is not among the tools declared for this run",
+        )
+        plan = _Plan(tool, origin, tuple(static), tuple(groups), undeclared, {})
+        plans = self._plans.setdefault(origin, {})
+        if len(plans) >= _PLAN_CACHE_MAX:
+            plans.clear()
+        plans[tool_name] = plan
+        return plan
+
+    def _decide(self, plan: _Plan, matched: tuple[int, ...], mode: str, member: bool) -> Verdict:
+        if mode not in MODES:
+            raise ApprovalError(
+                INVALID_REQUEST,
+                f"unknown approval_mode {compact_json(mode)} (expected bypass, ask or rules)",
+                422,
+            )
+        tool, origin, rules = plan.tool, plan.origin, self._rules
+        first: dict[str, int] = {}
+        for index in matched:
+            first.setdefault(rules[index].verdict, index)
+
+        def verdict(
+            outcome: Outcome,
+            why: str,
+            rule_index: int | None,
+            error: ErrorValue | None = None,
+            by_member: bool = False,
+        ) -> Verdict:
+            return Verdict(outcome, tool, error, matched, rule_index, why, by_member)
+
+        if "deny" in first:
+            index = first["deny"]
+            reason = rules[index].reason
+            detail = reason if reason is not None else f"approval rule {index} denies {tool}"
+            why = f"denied by rule {index}" + (f": {reason}" if reason is not None else "")
+            return verdict("failed", why, index, ErrorValue(APPROVAL_DENIED, detail))
+
+        if origin != "model":  # author and kernel rows: pre-approved unless a rule opts them in
+            if "ask" in first:
+                index = first["ask"]
+                if member:
+                    return verdict(
+                        "granted", "your own command: approved by you", index, None, True
+                    )
+                return verdict("parked", f"rule {index} (ask) matches {tool}", index)
+            if "allow" in first:
+                return verdict("granted", f"allowed by rule {first['allow']}", first["allow"])
+            return verdict("granted", f"{origin} call pre-approved", None)
+
+        if "ask" in first:
+            index = first["ask"]
+            if mode == "bypass":
+                return verdict("granted", f"granted in bypass mode (rule {index} asks)", None)
+            return verdict("parked", f"rule {index} (ask) matches {tool}", index)
+        if "allow" in first:
+            return verdict("granted", f"allowed by rule {first['allow']}", first["allow"])
+        if mode == "bypass":
+            return verdict("granted", "granted in bypass mode", None)
+        if mode == "ask":
+            return verdict("parked", f"no rule allows {tool} in ask mode", None)
+        return verdict(
+            "failed",
+            f"no approval rule allows {tool} in rules mode",
+            None,
+            ErrorValue(APPROVAL_DENIED, f"no approval rule allows {tool}"),
+        )
+
+
+def _compile(specs: list[RuleSpec], aliases: dict[str, str], rules_json: list[Any]) -> Policy:
+    rules: list[_Rule] = []
+    tool_alts: dict[str, tuple[list[bytes], list[int]]] = {}
+    path_globs: dict[tuple[str, str], tuple[list[bytes], list[int]]] = {}
+    for spec in specs:
+        pattern = None if spec.match is None else _encode(spec.match)
+        reason = cut_reason(spec.reason) if spec.reason else None
+        rules.append(
+            _Rule(
+                index=spec.index,
+                verdict=spec.verdict,
+                origin=spec.origin,
+                tool=spec.tool,
+                path=None if spec.path is None else _steps(spec.path),
+                reason=reason,
+                predicate=None if pattern is None else _simple_matcher(pattern),
+            )
+        )
+        alts, owners = tool_alts.setdefault(spec.origin, ([], []))
+        for alt in spec.tool.split("|"):
+            alts.append(_encode(alt))
+            owners.append(spec.index)
+        if pattern is not None and spec.path is not None:
+            globs, owners = path_globs.setdefault((spec.origin, spec.path), ([], []))
+            globs.append(pattern)
+            owners.append(spec.index)
+    tool_sets = {
+        origin: _ToolSet(MultiGlob(alts).match_all, tuple(owners))
+        for origin, (alts, owners) in tool_alts.items()
+    }
+    path_sets = {
+        key: _PathSet(MultiGlob(globs).match_all, tuple(owners))
+        for key, (globs, owners) in path_globs.items()
+        if len(globs) > _SMALL_GROUP
+    }
+    return Policy(
+        rules_json=rules_json,
+        aliases=MappingProxyType(dict(aliases)),
+        _rules=tuple(rules),
+        _tool_sets=MappingProxyType(tool_sets),
+        _path_sets=MappingProxyType(path_sets),
+        _plans={},
+    )
+
+
+@lru_cache(maxsize=128)
+def _compile_cached(text: str, alias_items: tuple[tuple[str, str], ...]) -> Policy:
+    rules_json = json.loads(text)
+    problems: list[str] = []
+    specs = check_rules(rules_json, problems)
+    assert not problems, problems  # the text was validated before it was cached
+    return _compile(specs, dict(alias_items), rules_json)
+
+
+def compile_policy(rules: object, aliases: Mapping[str, str] | None = None) -> Policy:
+    """Validate (raising `RulesInvalid` with every problem) and compile a declared rule list.
+
+    Equal declarations share one compiled `Policy` (a bounded memo keyed on the compact JSON
+    text), so a hundred runs on one profile compile it once and share its plan caches.
+    """
+    problems: list[str] = []
+    specs = check_rules(rules, problems)
+    alias_map = check_aliases(aliases, problems)
+    if problems:
+        raise RulesInvalid(problems)
+    del specs  # recomputed (cheaply) inside the memo from the canonical text
+    return _compile_cached(compact_json(rules), tuple(sorted(alias_map.items())))

@@ -1,0 +1,70 @@
+"""The clock loop: deadlines and nudges are rows in the store, not sleeping coroutines.
+
+One loop per instance sleeps until the earliest due row (an indexed query), then claims due rows
+in batches and acts on each exactly once. After a restart overdue rows fire at once. Memory does
+not grow with the number of parks held.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import timedelta
+
+from bot.clock import Clock
+from bot.service import ApprovalService
+
+log = logging.getLogger(__name__)
+
+# Rows due in another instance's write (SQLite shared file, PostgreSQL) are seen within this.
+_IDLE_RECHECK = timedelta(seconds=5)
+
+
+class Scheduler:
+    def __init__(self, service: ApprovalService, clock: Clock, batch: int = 500) -> None:
+        self.service = service
+        self.clock = clock
+        self.batch = batch
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        service.on_timers = self.wake
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    async def run_once(self) -> int:
+        """Fire everything due now; return how many rows were claimed."""
+        total = 0
+        while True:
+            fired = await self.service.fire_due(self.batch)
+            total += fired
+            if fired < self.batch:
+                return total
+
+    async def _loop(self) -> None:
+        while True:
+            try:
+                await self.run_once()
+                due = await self.service.store.next_timer_due()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("clock: firing due deadlines failed; retrying")
+                due = None
+                await asyncio.sleep(1)
+            now = self.clock.now()
+            until = min(due, now + _IDLE_RECHECK) if due is not None else now + _IDLE_RECHECK
+            self._wake.clear()
+            await self.clock.sleep_until(until, self._wake)
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._loop(), name="approvalbot-clock")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+            self._task = None

@@ -1,0 +1,972 @@
+"""The decision lifecycle: what happens to a call after the engine has spoken.
+
+Every state change happens in one store transaction together with its events, its decision-log
+entries, its outbox notifications and its timers; every ending is a compare-and-set on the task
+state, so the first ending wins and every later attempt gets `already_decided`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import secrets
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from bot import effects, errors, tokens
+from bot.clock import Clock
+from bot.domain import (
+    ASK_TOOL,
+    PARKED_STATES,
+    Ending,
+    Event,
+    Executor,
+    LogEntry,
+    NewEvent,
+    OutboxItem,
+    Principal,
+    Run,
+    Task,
+    Timer,
+    new_id,
+    ordered_id,
+)
+from bot.errors import ApprovalError
+from bot.events import EventHub
+from bot.metrics import APPENDS, DECISION_LATENCY, DECISIONS
+from bot.ports import DuplicateKey, Store, Tx
+from bot.rules import Policy, compile_policy, tighten
+
+_KEY = re.compile(r"^[A-Za-z0-9._:~-]{1,200}$")
+_ORIGINS = ("model", "author", "kernel")
+_MODES = ("bypass", "ask", "rules")
+_POLICIES = ("continue", "hold")
+_REASON_LIMIT = 1000
+
+
+@dataclass(frozen=True)
+class DecisionSettings:
+    park_ttl: timedelta = timedelta(hours=24)
+    question_ttl: timedelta = timedelta(hours=24)
+    nudge_before: tuple[timedelta, ...] = (timedelta(hours=1), timedelta(minutes=10))
+
+
+@dataclass(frozen=True)
+class Profile:
+    approval_mode: str = "ask"
+    approval_rules: list[Any] = field(default_factory=list)
+    tool_names: list[str] | None = None
+    aliases: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    approval_mode: str | None = None
+    approval_rules: list[Any] | None = None
+    tool_names: list[str] | None = None
+    aliases: dict[str, str] | None = None
+    profile: str | None = None
+    title: str = ""
+    executor_id: str | None = None
+    parent_run: str | None = None
+
+
+@dataclass(frozen=True)
+class CallSpec:
+    tool_name: str
+    tool_input: Any
+    key: str | None = None
+    origin: str = "model"
+    effect_profile: dict[str, Any] | None = None
+    failure_policy: str = "continue"
+    tool_names: list[str] | None = None
+    approval_mode: str | None = None
+
+    def fingerprint(self) -> str:
+        body = {k: v for k, v in self.__dict__.items() if k != "key"}
+        text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return hashlib.sha256(text.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Receipt:
+    task: Task
+    resolution_token: str | None = None
+    replayed: bool = False
+
+
+_ENDING_WORDS = {
+    "granted": "approved",
+    "resolved": "answered",
+    "timed_out": "expired",
+    "cancelled": "cancelled",
+}
+
+
+def ending_word(task: Task) -> str:
+    """How people read an ended task: approved, denied, answered, declined, expired…"""
+    if task.state == "failed":
+        code = (task.error or {}).get("code")
+        return {"declined": "declined", "tool_not_declared": "refused"}.get(code or "", "denied")
+    return _ENDING_WORDS.get(task.state, task.state)
+
+
+def already_decided(task: Task) -> ApprovalError:
+    who = task.resolved_by or {"clock": "the clock", "engine": "the rules"}.get(task.via or "", "")
+    when = task.decided_at.isoformat() if task.decided_at else ""
+    detail = f"already {ending_word(task)}" + (f" by {who}" if who else "") + f" at {when}"
+    return ApprovalError(
+        errors.ALREADY_DECIDED,
+        detail,
+        409,
+        extra={
+            "state": task.state,
+            "outcome": ending_word(task),
+            "resolved_by": task.resolved_by,
+            "via": task.via,
+            "decided_at": when or None,
+        },
+    )
+
+
+def _not_found(what: str) -> ApprovalError:
+    return ApprovalError(errors.NOT_FOUND, f"{what} not found", 404)
+
+
+def _invalid(detail: str) -> ApprovalError:
+    return ApprovalError(errors.INVALID_REQUEST, detail, 422)
+
+
+def _check_question(tool_input: Any) -> None:
+    if not isinstance(tool_input, dict):
+        raise _invalid("tool_input: a question needs an object {prompt, options?, multi?}")
+    unknown = sorted(set(tool_input) - {"prompt", "options", "multi"})
+    if unknown:
+        raise _invalid(f"tool_input.{unknown[0]}: unknown key for a question")
+    prompt = tool_input.get("prompt")
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise _invalid("tool_input.prompt: a question needs a non-empty prompt")
+    options = tool_input.get("options")
+    if options is not None:
+        if not isinstance(options, list) or not options:
+            raise _invalid("tool_input.options: a non-empty list of strings")
+        if not all(isinstance(o, str) and o for o in options) or len(set(options)) != len(options):
+            raise _invalid("tool_input.options: distinct non-empty strings")
+    multi = tool_input.get("multi", False)
+    if not isinstance(multi, bool):
+        raise _invalid("tool_input.multi: must be true or false")
+    if multi and options is None:
+        raise _invalid("tool_input.multi: a multi question needs options")
+
+
+def check_answer(task: Task, content: Any) -> Any:
+    """The answer as stored: free text, one of the options, or for `multi` a list of them."""
+    question = task.tool_input if isinstance(task.tool_input, dict) else {}
+    options = question.get("options")
+    if question.get("multi"):
+        if not isinstance(content, list) or not content:
+            raise ApprovalError(errors.INVALID_OPTION, "choose at least one option (a list)", 422)
+        chosen = [c for c in options or [] if c in content]
+        unknown = [c for c in content if not isinstance(c, str) or c not in (options or [])]
+        if unknown:
+            raise ApprovalError(errors.INVALID_OPTION, f"not an option: {unknown[0]!r}", 422)
+        return chosen
+    if not isinstance(content, str) or not content.strip():
+        raise ApprovalError(errors.INVALID_OPTION, "the answer must be a non-empty string", 422)
+    if options is not None and content not in options:
+        raise ApprovalError(errors.INVALID_OPTION, f"not an option: {content!r}", 422)
+    return content
+
+
+class ApprovalService:
+    """The core every surface calls: the HTTP API, the chat adapters, the web page, the CLI."""
+
+    def __init__(
+        self,
+        store: Store,
+        clock: Clock,
+        *,
+        settings: DecisionSettings | None = None,
+        profiles: Mapping[str, Profile] | None = None,
+        channels: Sequence[str] = (),
+        hub: EventHub | None = None,
+        secret: str = "",
+    ) -> None:
+        self.store = store
+        self.clock = clock
+        self.settings = settings or DecisionSettings()
+        self.profiles = dict(profiles or {})
+        self.channels = tuple(channels)
+        self.hub = hub or EventHub()
+        self.secret = secret
+        self._policies: OrderedDict[str, Policy] = OrderedDict()
+        # Called after each commit that added timers or outbox items (scheduler, relay wake-ups).
+        self.on_timers: Callable[[], None] = lambda: None
+        self.on_outbox: Callable[[], None] = lambda: None
+
+    # reading ---------------------------------------------------------------------------------
+    def policy(self, run: Run) -> Policy:
+        """The run's compiled rules; compiled once per run and kept (bounded)."""
+        policy = self._policies.get(run.id)
+        if policy is None:
+            policy = compile_policy(run.approval_rules, run.aliases)
+            self._policies[run.id] = policy
+            if len(self._policies) > 10_000:
+                self._policies.popitem(last=False)
+        else:
+            self._policies.move_to_end(run.id)
+        return policy
+
+    @staticmethod
+    def _check_workspace(principal: Principal, workspace_id: str) -> None:
+        if principal.workspace_id != workspace_id:
+            raise _not_found("workspace")
+
+    async def _run(self, tx: Tx, workspace_id: str, run_id: str) -> Run:
+        run = await tx.get_run(run_id)
+        if run is None or run.workspace_id != workspace_id:
+            raise _not_found("run")
+        return run
+
+    async def _task(self, tx: Tx, workspace_id: str, run_id: str, key: str) -> Task:
+        task = await tx.get_task(run_id, key)
+        if task is None or task.workspace_id != workspace_id:
+            raise _not_found("task")
+        return task
+
+    async def get_run(self, principal: Principal, workspace_id: str, run_id: str) -> Run:
+        self._check_workspace(principal, workspace_id)
+        async with self.store.read() as tx:
+            return await self._run(tx, workspace_id, run_id)
+
+    async def get_task(
+        self, principal: Principal, workspace_id: str, run_id: str, key: str
+    ) -> Task:
+        self._check_workspace(principal, workspace_id)
+        async with self.store.read() as tx:
+            return await self._task(tx, workspace_id, run_id, key)
+
+    async def wait_task(
+        self, principal: Principal, workspace_id: str, run_id: str, key: str, timeout: float
+    ) -> Task:
+        """Return as soon as the task leaves its waiting state, or after `timeout` seconds."""
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(0.0, timeout)
+        while True:
+            gate = self.hub.gate(f"run:{run_id}")
+            task = await self.get_task(principal, workspace_id, run_id, key)
+            remaining = deadline - loop.time()
+            if not task.parked or remaining <= 0:
+                return task
+            # The short cap covers writers in other processes that share a SQLite file.
+            await self.hub.wait(gate, min(remaining, 1.0))
+
+    async def asks(
+        self, principal: Principal, workspace_id: str, *, run_id: str | None = None
+    ) -> list[Task]:
+        """Every decision now resting on a person (an author ask with a token rests on its
+        client instead)."""
+        self._check_workspace(principal, workspace_id)
+        tasks = await self.store.asks(workspace_id, run_id=run_id)
+        return [t for t in tasks if t.resolution_token_hash is None]
+
+    async def events_after(self, run_id: str, seq: int) -> list[Event]:
+        return await self.store.events_after(run_id, seq)
+
+    # runs ------------------------------------------------------------------------------------
+    def _base(self, spec: RunSpec, parent: Run | None) -> Profile | None:
+        if parent is not None:
+            return Profile(
+                parent.approval_mode, parent.approval_rules, parent.tool_names, parent.aliases
+            )
+        if spec.profile is None:
+            return None
+        profile = self.profiles.get(spec.profile)
+        if profile is None:
+            raise ApprovalError(errors.UNKNOWN_PROFILE, f"no profile named {spec.profile!r}", 422)
+        return profile
+
+    @staticmethod
+    def _narrow(spec: RunSpec, base: Profile | None) -> Profile:
+        """Explicit fields over a profile (or parent run) may only tighten it."""
+        if base is None:
+            return Profile(
+                spec.approval_mode or "ask",
+                list(spec.approval_rules or []),
+                spec.tool_names,
+                dict(spec.aliases or {}),
+            )
+        mode, names = tighten(
+            base.approval_mode,  # type: ignore[arg-type]
+            frozenset(base.tool_names) if base.tool_names is not None else None,
+            spec.approval_mode,  # type: ignore[arg-type]
+            spec.tool_names,
+        )
+        extra = list(spec.approval_rules or [])
+        for index, rule in enumerate(extra):
+            if isinstance(rule, dict) and rule.get("verdict") == "allow":
+                raise ApprovalError(
+                    errors.APPROVAL_WIDENING,
+                    f"approval_rules[{index}]: an allow rule would widen the base policy",
+                    422,
+                )
+        aliases = dict(base.aliases)
+        for alias, target in (spec.aliases or {}).items():
+            if aliases.get(alias, target) != target:
+                raise ApprovalError(
+                    errors.APPROVAL_WIDENING, f"aliases.{alias}: conflicts with the base", 422
+                )
+            aliases[alias] = target
+        tool_names = sorted(names) if names is not None else None
+        return Profile(mode, list(base.approval_rules) + extra, tool_names, aliases)
+
+    async def declare_run(self, principal: Principal, workspace_id: str, spec: RunSpec) -> Run:
+        self._check_workspace(principal, workspace_id)
+        if spec.approval_mode is not None and spec.approval_mode not in _MODES:
+            raise _invalid("approval_mode: must be bypass, ask or rules")
+        async with self.store.write() as tx:
+            parent = None
+            if spec.parent_run is not None:
+                parent = await self._run(tx, workspace_id, spec.parent_run)
+            declared = self._narrow(spec, self._base(spec, parent))
+            policy = compile_policy(declared.approval_rules, declared.aliases)
+            if spec.executor_id is not None:
+                executor = await tx.get_executor(spec.executor_id)
+                if executor is None or executor.workspace_id != workspace_id or executor.revoked:
+                    raise _not_found("executor")
+            run = Run(
+                id=new_id("run"),
+                workspace_id=workspace_id,
+                application_id=principal.id if not principal.is_member else None,
+                state="running",
+                approval_mode=declared.approval_mode,
+                approval_rules=policy.rules_json,
+                tool_names=declared.tool_names,
+                aliases=dict(policy.aliases),
+                created_at=self.clock.now(),
+                title=spec.title,
+                profile=spec.profile,
+                executor_id=spec.executor_id,
+                parent_run=spec.parent_run,
+            )
+            await tx.insert_run(run)
+            await tx.add_log([self._log(run, None, "run_declared", principal, "api")])
+        self._policies[run.id] = policy
+        return run
+
+    # appending -------------------------------------------------------------------------------
+    async def append(
+        self,
+        principal: Principal,
+        workspace_id: str,
+        run_id: str,
+        spec: CallSpec,
+        *,
+        via: str = "api",
+    ) -> Receipt:
+        self._check_workspace(principal, workspace_id)
+        self._check_call(spec)
+        fingerprint = spec.fingerprint()
+        now = self.clock.now()
+        async with self.store.write() as tx:
+            run = await self._run(tx, workspace_id, run_id)
+            if spec.key is not None:
+                existing = await tx.get_task(run_id, spec.key)
+                if existing is not None:
+                    if existing.request_hash != fingerprint:
+                        raise ApprovalError(
+                            errors.CONFLICT, f"key {spec.key!r} was used with another body", 409
+                        )
+                    return Receipt(existing, self._token_for(existing), replayed=True)
+            if run.state != "running":
+                raise ApprovalError(errors.RUN_NOT_RUNNING, f"run is {run.state}", 409)
+            mode, names = tighten(
+                run.approval_mode,  # type: ignore[arg-type]
+                frozenset(run.tool_names) if run.tool_names is not None else None,
+                spec.approval_mode,  # type: ignore[arg-type]
+                spec.tool_names,
+            )
+            verdict = self.policy(run).evaluate(
+                tool_name=spec.tool_name,
+                tool_input=spec.tool_input,
+                origin=spec.origin,  # type: ignore[arg-type]
+                mode=mode,
+                member=principal.is_member,
+                tool_names=names,
+            )
+            is_question = verdict.tool == ASK_TOOL
+            if is_question and verdict.outcome != "failed":
+                _check_question(spec.tool_input)
+            task = Task(
+                id=new_id("task"),
+                run_id=run.id,
+                workspace_id=workspace_id,
+                key=spec.key or secrets.token_hex(8),
+                kind="ask" if is_question else "tool_call",
+                origin=spec.origin,
+                tool_name=spec.tool_name,
+                tool=verdict.tool,
+                tool_input=spec.tool_input,
+                state="granted",
+                created_at=now,
+                effect_profile=effects.normalise(
+                    spec.effect_profile, verdict.tool, spec.tool_input
+                ),
+                failure_policy=spec.failure_policy,  # type: ignore[arg-type]
+                why=verdict.why,
+                rule_index=verdict.rule_index,
+                matched=list(verdict.matched),
+                request_hash=fingerprint,
+                appended_by=principal.name,
+            )
+            token: str | None = None
+            if verdict.outcome == "failed":
+                task.state = "failed"
+                task.error = verdict.error.to_json() if verdict.error else None
+                task.decided_at, task.via = now, "engine"
+            elif is_question or verdict.outcome == "parked":
+                # A question parks for a person whatever the verdict that let it through.
+                task.state = "awaiting_input" if is_question else "needs_approval"
+                ttl = self.settings.question_ttl if is_question else self.settings.park_ttl
+                task.deadline = now + ttl
+                task.addressee = await self._addressee(tx, run)
+                if is_question and spec.origin == "author":
+                    token = tokens.resolution_token(self.secret, task.id)
+                    task.resolution_token_hash = tokens.token_hash(token)
+            else:
+                task.decided_at = now
+                if verdict.by_member:
+                    task.resolved_by, task.via = principal.name, via
+                else:
+                    task.via = "engine"
+            try:
+                await tx.insert_task(task)
+            except DuplicateKey:
+                raise ApprovalError(errors.CONFLICT, f"key {task.key!r} is taken", 409) from None
+            if task.parked:
+                await self._record_park(tx, run, task, principal, via)
+            else:
+                await tx.add_events([self._settled_event(task)], now)
+                action = {"granted": "granted", "failed": "refused"}[task.state]
+                detail = {"why": task.why, "error": task.error, "matched": task.matched}
+                await tx.add_log([self._log(run, task, action, principal, task.via or via, detail)])
+        APPENDS.labels(outcome=task.state).inc()
+        self._after_commit(run, timers=task.parked, outbox=task.parked and bool(self.channels))
+        return Receipt(task, token)
+
+    def _check_call(self, spec: CallSpec) -> None:
+        if spec.key is not None and not _KEY.match(spec.key):
+            raise _invalid("key: 1-200 characters of letters, digits and . _ : ~ -")
+        if not isinstance(spec.tool_name, str) or not spec.tool_name:
+            raise _invalid("tool_name: a non-empty string")
+        if spec.origin not in _ORIGINS:
+            raise _invalid("origin: must be model, author or kernel")
+        if spec.failure_policy not in _POLICIES:
+            raise _invalid("failure_policy: must be continue or hold")
+        if spec.approval_mode is not None and spec.approval_mode not in _MODES:
+            raise _invalid("approval_mode: must be bypass, ask or rules")
+
+    async def _addressee(self, tx: Tx, run: Run) -> str | None:
+        if run.executor_id is None:
+            return None
+        executor = await tx.get_executor(run.executor_id)
+        return None if executor is None or executor.revoked else executor.id
+
+    def _token_for(self, task: Task) -> str | None:
+        if task.resolution_token_hash is None:
+            return None
+        return tokens.resolution_token(self.secret, task.id)
+
+    async def _record_park(
+        self, tx: Tx, run: Run, task: Task, principal: Principal | None, via: str
+    ) -> None:
+        """Everything a park writes besides the row: events, log, timers, notifications."""
+        assert task.deadline is not None
+        now = task.created_at
+        if task.kind == "ask":
+            question = task.tool_input
+            first = NewEvent(
+                run.id,
+                "awaiting_human",
+                {
+                    "key": task.key,
+                    "prompt": question.get("prompt"),
+                    "options": question.get("options"),
+                    "multi": bool(question.get("multi")),
+                    "deadline": task.deadline.isoformat(),
+                },
+            )
+        else:
+            first = NewEvent(
+                run.id,
+                "approval_required",
+                {
+                    "key": task.key,
+                    "tool": task.tool,
+                    "why": task.why,
+                    "deadline": task.deadline.isoformat(),
+                },
+            )
+        events = [first, await self._attention(tx, run.id)]
+        if task.addressee:
+            events.append(self._work_available(task))
+        await tx.add_events(events, now)
+        action = "asked" if task.kind == "ask" else "parked"
+        detail = {"why": task.why, "deadline": task.deadline.isoformat(), "matched": task.matched}
+        await tx.add_log([self._log(run, task, action, principal, via, detail)])
+        await tx.add_timers(self._timers(task))
+        if task.resolution_token_hash is None:
+            await tx.add_outbox(self._outbox(task, "posted", now))
+
+    async def _attention(self, tx: Tx, run_id: str) -> NewEvent:
+        """`attention_required` naming every task of the run now resting on a person."""
+        parked = await tx.parked_tasks(run_id)
+        if any(t.state == "needs_approval" for t in parked):
+            reason = "approval_required"
+        elif parked:
+            reason = "awaiting_human"
+        else:
+            reason = "cleared"
+        keys = [t.key for t in parked]
+        return NewEvent(run_id, "attention_required", {"reason": reason, "blocked_task_keys": keys})
+
+    @staticmethod
+    def _work_available(task: Task) -> NewEvent:
+        data = {
+            "executor_id": task.addressee,
+            "run_id": task.run_id,
+            "key": task.key,
+            "kind": "ask" if task.kind == "ask" else "approval",
+        }
+        return NewEvent(task.run_id, "work_available", data, executor_id=task.addressee)
+
+    @staticmethod
+    def _settled_event(task: Task) -> NewEvent:
+        return NewEvent(
+            task.run_id,
+            "task_settled",
+            {
+                "key": task.key,
+                "state": task.state,
+                "error": task.error,
+                "resolved_by": task.resolved_by,
+                "via": task.via,
+                "resolution": task.resolution,
+            },
+        )
+
+    def _timers(self, task: Task) -> list[Timer]:
+        assert task.deadline is not None
+        timers = [Timer(f"{task.id}:deadline", task.id, task.run_id, "deadline", task.deadline)]
+        for seq, before in enumerate(sorted(self.settings.nudge_before, reverse=True)):
+            due = task.deadline - before
+            if due > task.created_at:
+                timers.append(
+                    Timer(f"{task.id}:nudge:{seq}", task.id, task.run_id, "nudge", due, seq)
+                )
+        return timers
+
+    def _outbox(
+        self, task: Task, kind: str, at: datetime, suffix: str = "", payload: Any = None
+    ) -> list[OutboxItem]:
+        return [
+            OutboxItem(
+                id=ordered_id("out"),
+                channel=channel,
+                kind=kind,  # type: ignore[arg-type]
+                task_id=task.id,
+                run_id=task.run_id,
+                workspace_id=task.workspace_id,
+                idempotency_key=f"{channel}:{task.id}:{kind}{suffix}",
+                created_at=at,
+                payload=payload or {},
+            )
+            for channel in self.channels
+        ]
+
+    @staticmethod
+    def _log(
+        run: Run,
+        task: Task | None,
+        action: str,
+        principal: Principal | None,
+        via: str,
+        detail: dict[str, Any] | None = None,
+        at: datetime | None = None,
+    ) -> LogEntry:
+        return LogEntry(
+            workspace_id=run.workspace_id,
+            action=action,
+            actor=principal.name if principal else via,
+            via=via,
+            at=at or (task.decided_at or task.created_at if task else run.created_at),
+            run_id=run.id,
+            task_key=task.key if task else None,
+            detail=detail or {},
+        )
+
+    def _after_commit(self, run: Run, *, timers: bool = False, outbox: bool = False) -> None:
+        self.hub.notify_run(run.workspace_id, run.id)
+        if timers:
+            self.on_timers()
+        if outbox:
+            self.on_outbox()
+
+    # endings ---------------------------------------------------------------------------------
+    async def _end(
+        self,
+        tx: Tx,
+        run: Run,
+        task: Task,
+        ending: Ending,
+        action: str,
+        principal: Principal | None,
+        detail: dict[str, Any] | None = None,
+    ) -> Task:
+        """Compare-and-set the ending and write what goes with it; the loser gets
+        `already_decided` naming the winner."""
+        ended = await tx.end_task(task.id, PARKED_STATES, ending)
+        if ended is None:
+            current = await tx.get_task_by_id(task.id)
+            raise already_decided(current or task)
+        await tx.cancel_timers(task.id)
+        await tx.add_events(
+            [self._settled_event(ended), await self._attention(tx, run.id)], ending.at
+        )
+        entry = self._log(run, ended, action, principal, ending.via, detail, ending.at)
+        await tx.add_log([entry])
+        if ended.resolution_token_hash is None:
+            await tx.add_outbox(self._outbox(ended, "ended", ending.at))
+        DECISIONS.labels(outcome=ended.state, via=ending.via).inc()
+        DECISION_LATENCY.observe((ending.at - ended.created_at).total_seconds())
+        return ended
+
+    @staticmethod
+    def _require_member(principal: Principal) -> None:
+        if not principal.is_member:
+            raise ApprovalError(
+                errors.MEMBER_CREDENTIAL_REQUIRED,
+                "deciding needs a person's (member) credential, not an application's",
+                403,
+            )
+
+    async def approve(
+        self, principal: Principal, workspace_id: str, run_id: str, key: str, *, via: str = "api"
+    ) -> Task:
+        return await self._review(principal, workspace_id, run_id, key, "approve", "", via)
+
+    async def deny(
+        self,
+        principal: Principal,
+        workspace_id: str,
+        run_id: str,
+        key: str,
+        *,
+        reason: str = "",
+        via: str = "api",
+    ) -> Task:
+        return await self._review(principal, workspace_id, run_id, key, "deny", reason, via)
+
+    async def _review(
+        self,
+        principal: Principal,
+        workspace_id: str,
+        run_id: str,
+        key: str,
+        verdict: str,
+        reason: str,
+        via: str,
+    ) -> Task:
+        self._check_workspace(principal, workspace_id)
+        self._require_member(principal)
+        reason = (reason or "").strip()[:_REASON_LIMIT]
+        now = self.clock.now()
+        async with self.store.write() as tx:
+            run = await self._run(tx, workspace_id, run_id)
+            task = await self._task(tx, workspace_id, run_id, key)
+            if task.kind != "tool_call":
+                raise ApprovalError(
+                    errors.CONFLICT, "this is a question: answer it with a resolution", 409
+                )
+            if not task.parked:
+                raise already_decided(task)
+            try:
+                count = await tx.add_review(
+                    task_id=task.id,
+                    member=principal,
+                    verdict=verdict,
+                    reason=reason,
+                    via=via,
+                    at=now,
+                )
+            except DuplicateKey:
+                raise already_decided(await tx.get_task_by_id(task.id) or task) from None
+            if verdict == "approve":
+                if count < task.required_approvals:
+                    await tx.add_log([self._log(run, task, "reviewed", principal, via, at=now)])
+                    return task
+                ending = Ending("granted", now, principal.name, via)
+                ended = await self._end(tx, run, task, ending, "approved", principal)
+            else:
+                error = {
+                    "code": errors.APPROVAL_DENIED,
+                    "detail": reason or f"denied by {principal.name}",
+                }
+                ending = Ending("failed", now, principal.name, via, error=error)
+                ended = await self._end(
+                    tx, run, task, ending, "denied", principal, {"reason": reason}
+                )
+        self._after_commit(run, outbox=bool(self.channels))
+        return ended
+
+    async def resolve(
+        self,
+        principal: Principal | None,
+        workspace_id: str,
+        run_id: str,
+        key: str,
+        *,
+        content: Any = None,
+        outcome: str | None = None,
+        resolution_token: str | None = None,
+        via: str = "api",
+    ) -> Task:
+        """Answer a question (or decline it with `outcome="failed"`)."""
+        if principal is not None and resolution_token is None:
+            self._check_workspace(principal, workspace_id)
+            self._require_member(principal)
+        if outcome not in (None, "resolved", "failed"):
+            raise _invalid("outcome: must be failed (to decline) or left out")
+        now = self.clock.now()
+        async with self.store.write() as tx:
+            run = await self._run(tx, workspace_id, run_id)
+            task = await self._task(tx, workspace_id, run_id, key)
+            if resolution_token is not None:
+                stored = task.resolution_token_hash
+                if stored is None or not tokens.same(stored, tokens.token_hash(resolution_token)):
+                    raise ApprovalError(
+                        errors.INVALID_RESOLUTION_TOKEN, "the resolution token does not fit", 403
+                    )
+            if task.kind != "ask":
+                raise ApprovalError(errors.CONFLICT, "this is a tool call: approve or deny it", 409)
+            if not task.parked:
+                raise already_decided(task)
+            who = principal.name if principal is not None and resolution_token is None else None
+            actor = principal if resolution_token is None else None
+            if resolution_token is not None:
+                via = "token"
+                who = task.appended_by
+            if outcome == "failed":
+                error = {"code": errors.DECLINED, "detail": f"declined by {who or 'the client'}"}
+                ending = Ending("failed", now, who, via, error=error)
+                ended = await self._end(tx, run, task, ending, "declined", actor)
+            else:
+                answer = check_answer(task, content)
+                ending = Ending("resolved", now, who, via, resolution={"content": answer})
+                ended = await self._end(
+                    tx, run, task, ending, "answered", actor, {"content": answer}
+                )
+        self._after_commit(run, outbox=bool(self.channels))
+        return ended
+
+    async def stop(
+        self, principal: Principal, workspace_id: str, run_id: str, *, via: str = "api"
+    ) -> Run:
+        """Stop the run: every parked call and question is cancelled. Stopping twice is a no-op."""
+        self._check_workspace(principal, workspace_id)
+        return await self._halt(
+            principal, workspace_id, run_id, ("running", "held"), "stopped", via
+        )
+
+    async def abandon(
+        self, principal: Principal, workspace_id: str, run_id: str, *, via: str = "api"
+    ) -> Run:
+        self._check_workspace(principal, workspace_id)
+        self._require_member(principal)
+        return await self._halt(principal, workspace_id, run_id, ("held",), "abandoned", via)
+
+    async def _halt(
+        self,
+        principal: Principal,
+        workspace_id: str,
+        run_id: str,
+        from_states: tuple[str, ...],
+        action: str,
+        via: str,
+    ) -> Run:
+        now = self.clock.now()
+        async with self.store.write() as tx:
+            run = await self._run(tx, workspace_id, run_id)
+            if run.state == "stopped" and action == "stopped":
+                return run
+            if not await tx.set_run_state(run_id, from_states, "stopped"):
+                raise ApprovalError(errors.RUN_NOT_HELD, f"run is {run.state}, not held", 409)
+            for task in await tx.parked_tasks(run_id):
+                error = {"code": errors.RUN_STOPPED, "detail": f"run {action} by {principal.name}"}
+                ending = Ending("cancelled", now, principal.name, via, error=error)
+                await self._end(tx, run, task, ending, "cancelled", principal)
+            data = {"by": principal.name, "via": via, "action": action}
+            await tx.add_events([NewEvent(run.id, "run_stopped", data)], now)
+            await tx.add_log([self._log(run, None, f"run_{action}", principal, via, at=now)])
+            run.state = "stopped"
+        self._after_commit(run, outbox=bool(self.channels))
+        return run
+
+    async def retry(
+        self, principal: Principal, workspace_id: str, run_id: str, *, via: str = "api"
+    ) -> Run:
+        """A person takes a held run up again: each expired decision that held it is asked anew."""
+        self._check_workspace(principal, workspace_id)
+        self._require_member(principal)
+        now = self.clock.now()
+        async with self.store.write() as tx:
+            run = await self._run(tx, workspace_id, run_id)
+            if not await tx.set_run_state(run_id, ("held",), "running"):
+                raise ApprovalError(errors.RUN_NOT_HELD, f"run is {run.state}, not held", 409)
+            run.state = "running"
+            tasks = await tx.tasks_of_run(run_id)
+            retried = {t.retry_of for t in tasks if t.retry_of}
+            for old in tasks:
+                holds = old.kind == "ask" or old.failure_policy == "hold"
+                if old.state != "timed_out" or not holds or old.id in retried:
+                    continue
+                task = self._again(old, now, await tx.count_tasks(run_id))
+                task.addressee = await self._addressee(tx, run)
+                await tx.insert_task(task)
+                await self._record_park(tx, run, task, principal, via)
+            await tx.add_events([NewEvent(run.id, "run_resumed", {"by": principal.name})], now)
+            await tx.add_log([self._log(run, None, "run_retried", principal, via, at=now)])
+        self._after_commit(run, timers=True, outbox=bool(self.channels))
+        return run
+
+    def _again(self, old: Task, now: datetime, serial: int) -> Task:
+        ttl = self.settings.question_ttl if old.kind == "ask" else self.settings.park_ttl
+        return Task(
+            id=new_id("task"),
+            run_id=old.run_id,
+            workspace_id=old.workspace_id,
+            key=f"{old.key.split('~retry')[0]}~retry{serial}",
+            kind=old.kind,
+            origin=old.origin,
+            tool_name=old.tool_name,
+            tool=old.tool,
+            tool_input=old.tool_input,
+            state=(old.kind == "ask" and "awaiting_input") or "needs_approval",
+            created_at=now,
+            effect_profile=old.effect_profile,
+            deadline=now + ttl,
+            failure_policy=old.failure_policy,
+            why=f"asked again after {old.key} expired",
+            rule_index=old.rule_index,
+            matched=old.matched,
+            request_hash=old.request_hash,
+            appended_by=old.appended_by,
+            retry_of=old.id,
+        )
+
+    # executors -------------------------------------------------------------------------------
+    async def register_executor(
+        self, principal: Principal, workspace_id: str, name: str
+    ) -> Executor:
+        self._check_workspace(principal, workspace_id)
+        if principal.is_member:
+            raise ApprovalError(
+                errors.MEMBER_CREDENTIAL_REQUIRED.replace("member", "application"),
+                "executors belong to an application credential",
+                403,
+            )
+        if not name or len(name) > 200:
+            raise _invalid("name: 1-200 characters")
+        executor = Executor(new_id("exe"), workspace_id, principal.id, name)
+        async with self.store.write() as tx:
+            await tx.insert_executor(executor)
+        return executor
+
+    async def executor(self, principal: Principal, workspace_id: str, executor_id: str) -> Executor:
+        self._check_workspace(principal, workspace_id)
+        async with self.store.read() as tx:
+            executor = await tx.get_executor(executor_id)
+        if executor is None or executor.workspace_id != workspace_id:
+            raise _not_found("executor")
+        if principal.is_member or executor.application_id != principal.id:
+            raise _not_found("executor")
+        return executor
+
+    async def revoke_executor(
+        self, principal: Principal, workspace_id: str, executor_id: str
+    ) -> int:
+        """Revoke: its parked rows lose their addressee but stay decidable by people."""
+        executor = await self.executor(principal, workspace_id, executor_id)
+        now = self.clock.now()
+        async with self.store.write() as tx:
+            await tx.revoke_executor(executor.id)
+            cleared = await tx.clear_addressee(executor.id)
+            entry = LogEntry(
+                workspace_id, "executor_revoked", principal.name, "api", now,
+                detail={"executor_id": executor.id, "cleared": [t.key for t in cleared]},
+            )  # fmt: skip
+            await tx.add_log([entry])
+        return len(cleared)
+
+    # the clock -------------------------------------------------------------------------------
+    async def fire_due(self, limit: int = 200) -> int:
+        """Act on every due deadline and nudge (claimed, so each fires once across instances)."""
+        now = self.clock.now()
+        touched: dict[str, Run] = {}
+        outbox = False
+        async with self.store.write() as tx:
+            timers = await tx.claim_due_timers(now, limit)
+            for timer in timers:
+                await tx.finish_timer(timer.id)
+                task = await tx.get_task_by_id(timer.task_id)
+                if task is None or not task.parked or task.deadline is None:
+                    continue
+                run = touched.get(task.run_id) or await tx.get_run(task.run_id)
+                if run is None:
+                    continue
+                touched[run.id] = run
+                if timer.kind == "nudge":
+                    if task.deadline <= now:
+                        continue  # expiring now: the ending says it, not a nudge
+                    outbox |= await self._nudge(tx, run, task, timer, now)
+                else:
+                    await self._expire(tx, run, task, now)
+                    outbox = True
+        for run in touched.values():
+            self._after_commit(run, outbox=outbox and bool(self.channels))
+        return len(timers)
+
+    async def _nudge(self, tx: Tx, run: Run, task: Task, timer: Timer, now: datetime) -> bool:
+        assert task.deadline is not None
+        remaining = int((task.deadline - now).total_seconds())
+        data = {"key": task.key, "deadline": task.deadline.isoformat(), "remaining": remaining}
+        events = [NewEvent(run.id, "nudge", data)]
+        if task.addressee:
+            events.append(self._work_available(task))
+        await tx.add_events(events, now)
+        await tx.add_log([self._log(run, task, "nudged", None, "clock", data, at=now)])
+        if task.resolution_token_hash is not None:
+            return False
+        payload = {"remaining": remaining, "seq": timer.seq}
+        await tx.add_outbox(self._outbox(task, "nudge", now, f":{timer.seq}", payload))
+        return True
+
+    async def _expire(self, tx: Tx, run: Run, task: Task, now: datetime) -> None:
+        question = task.kind == "ask"
+        code = errors.QUESTION_EXPIRED if question else errors.APPROVAL_EXPIRED
+        what = "question" if question else "approval"
+        error = {"code": code, "detail": f"nobody answered the {what} in time"}
+        ending = Ending("timed_out", now, None, "clock", error=error)
+        ended = await self._end(tx, run, task, ending, "expired", None)
+        if question or ended.failure_policy == "hold":
+            if await tx.set_run_state(run.id, ("running",), "held", held_task_key=task.key):
+                run.state = "held"
+                data = {"reason": code, "task_key": task.key}
+                await tx.add_events([NewEvent(run.id, "run_held", data)], now)
+                await tx.add_log([self._log(run, task, "run_held", None, "clock", data, at=now)])

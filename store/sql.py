@@ -1,0 +1,631 @@
+"""The Store port on SQLAlchemy (async): SQLite through aiosqlite, PostgreSQL through asyncpg.
+
+SQLite is a single writer: write transactions start with BEGIN IMMEDIATE (so a read never has
+to upgrade to a write lock mid-transaction) and are serialised in-process by a lock. PostgreSQL
+runs at READ COMMITTED; every ending is an `UPDATE … WHERE state IN (…) RETURNING`, which lets
+exactly one of any number of concurrent writers through.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import event as sa_event
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+
+from bot.domain import (
+    PARKED_STATES,
+    Application,
+    Ending,
+    Event,
+    Executor,
+    LogEntry,
+    LogRecord,
+    Member,
+    NewEvent,
+    OutboxItem,
+    Principal,
+    Run,
+    Task,
+    TaskState,
+    Timer,
+    Workspace,
+)
+from bot.ports import DuplicateKey
+from store import convert as cv
+from store.tables import (
+    ApplicationRow,
+    CredentialRow,
+    DecisionLogRow,
+    EventRow,
+    ExecutorRow,
+    MemberRow,
+    MetaRow,
+    OutboxRow,
+    ReviewRow,
+    RunRow,
+    TaskRow,
+    TimerRow,
+    WorkspaceRow,
+)
+
+WORKSPACE = WorkspaceRow.__table__  # type: ignore[attr-defined]
+MEMBER = MemberRow.__table__  # type: ignore[attr-defined]
+APPLICATION = ApplicationRow.__table__  # type: ignore[attr-defined]
+CREDENTIAL = CredentialRow.__table__  # type: ignore[attr-defined]
+EXECUTOR = ExecutorRow.__table__  # type: ignore[attr-defined]
+META = MetaRow.__table__  # type: ignore[attr-defined]
+RUN = RunRow.__table__  # type: ignore[attr-defined]
+TASK = TaskRow.__table__  # type: ignore[attr-defined]
+REVIEW = ReviewRow.__table__  # type: ignore[attr-defined]
+EVENT = EventRow.__table__  # type: ignore[attr-defined]
+LOG = DecisionLogRow.__table__  # type: ignore[attr-defined]
+TIMER = TimerRow.__table__  # type: ignore[attr-defined]
+OUTBOX = OutboxRow.__table__  # type: ignore[attr-defined]
+
+NOTIFY_CHANNEL = "approvalbot_events"
+
+
+def make_engine(url: str, schema: str | None = None) -> AsyncEngine:
+    if url.startswith("sqlite"):
+        engine = create_async_engine(url, connect_args={"timeout": 30})
+
+        @sa_event.listens_for(engine.sync_engine, "connect")
+        def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+            # Take BEGIN out of the driver's hands so we can say BEGIN IMMEDIATE ourselves.
+            dbapi_connection.isolation_level = None
+            cursor = dbapi_connection.cursor()
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute("PRAGMA synchronous=NORMAL")
+            cursor.execute("PRAGMA busy_timeout=30000")
+            cursor.execute("PRAGMA foreign_keys=ON")
+            cursor.close()
+
+        @sa_event.listens_for(engine.sync_engine, "begin")
+        def _on_begin(conn: Any) -> None:
+            mode = conn.get_execution_options().get("sqlite_begin", "DEFERRED")
+            conn.exec_driver_sql(f"BEGIN {mode}")
+
+        return engine
+    if url.startswith("postgresql://"):
+        url = "postgresql+asyncpg://" + url.removeprefix("postgresql://")
+    connect_args: dict[str, Any] = {}
+    if schema:
+        connect_args["server_settings"] = {"search_path": schema}
+    return create_async_engine(
+        url, pool_size=10, max_overflow=20, pool_pre_ping=True, connect_args=connect_args
+    )
+
+
+class SqlTx:
+    """One transaction on one connection; implements bot.ports.Tx."""
+
+    def __init__(self, conn: AsyncConnection, postgres: bool) -> None:
+        self.conn = conn
+        self.postgres = postgres
+        self.notify_runs: set[str] = set()
+
+    async def _one(self, stmt: Any) -> Any:
+        return (await self.conn.execute(stmt)).mappings().first()
+
+    async def _all(self, stmt: Any) -> list[Any]:
+        return list((await self.conn.execute(stmt)).mappings().all())
+
+    async def _insert(self, table: sa.Table, values: dict[str, Any]) -> None:
+        try:
+            await self.conn.execute(sa.insert(table).values(**values))
+        except IntegrityError as error:
+            raise DuplicateKey(str(error.orig)) from None
+
+    # identity and access -------------------------------------------------------------------
+    async def get_workspace(self, workspace_id: str) -> Workspace | None:
+        row = await self._one(sa.select(WORKSPACE).where(WORKSPACE.c.id == workspace_id))
+        return cv.workspace(row) if row else None
+
+    async def insert_workspace(self, workspace: Workspace) -> None:
+        values = {"id": workspace.id, "name": workspace.name}
+        await self._insert(WORKSPACE, values | {"created_at": cv.ts(workspace.created_at)})
+
+    async def list_workspaces(self) -> list[Workspace]:
+        return [cv.workspace(r) for r in await self._all(sa.select(WORKSPACE))]
+
+    async def insert_member(self, member: Member) -> None:
+        await self._insert(
+            MEMBER,
+            {
+                "id": member.id,
+                "workspace_id": member.workspace_id,
+                "name": member.name,
+                "telegram_user_id": member.telegram_user_id,
+                "slack_user_id": member.slack_user_id,
+                "created_at": 0.0,
+            },
+        )
+
+    async def get_member(self, member_id: str) -> Member | None:
+        row = await self._one(sa.select(MEMBER).where(MEMBER.c.id == member_id))
+        return cv.member(row) if row else None
+
+    async def find_member(
+        self,
+        workspace_id: str,
+        *,
+        name: str | None = None,
+        telegram_user_id: int | None = None,
+        slack_user_id: str | None = None,
+    ) -> Member | None:
+        stmt = sa.select(MEMBER).where(MEMBER.c.workspace_id == workspace_id)
+        if name is not None:
+            stmt = stmt.where(MEMBER.c.name == name)
+        if telegram_user_id is not None:
+            stmt = stmt.where(MEMBER.c.telegram_user_id == telegram_user_id)
+        if slack_user_id is not None:
+            stmt = stmt.where(MEMBER.c.slack_user_id == slack_user_id)
+        row = await self._one(stmt.limit(1))
+        return cv.member(row) if row else None
+
+    async def list_members(self, workspace_id: str) -> list[Member]:
+        stmt = sa.select(MEMBER).where(MEMBER.c.workspace_id == workspace_id)
+        return [cv.member(r) for r in await self._all(stmt.order_by(MEMBER.c.name))]
+
+    async def insert_application(self, app: Application) -> None:
+        values = {"id": app.id, "workspace_id": app.workspace_id, "name": app.name}
+        await self._insert(APPLICATION, values | {"created_at": 0.0})
+
+    async def find_application(self, workspace_id: str, name: str) -> Application | None:
+        row = await self._one(
+            sa.select(APPLICATION).where(
+                APPLICATION.c.workspace_id == workspace_id, APPLICATION.c.name == name
+            )
+        )
+        return Application(row["id"], row["workspace_id"], row["name"]) if row else None
+
+    async def insert_credential(
+        self, *, credential_id: str, principal: Principal, token_hash: str, at: datetime
+    ) -> None:
+        await self._insert(
+            CREDENTIAL,
+            {
+                "id": credential_id,
+                "workspace_id": principal.workspace_id,
+                "kind": principal.kind,
+                "principal_id": principal.id,
+                "principal_name": principal.name,
+                "token_hash": token_hash,
+                "created_at": cv.ts(at),
+            },
+        )
+
+    async def principal_for_token(self, token_hash: str) -> Principal | None:
+        row = await self._one(
+            sa.select(CREDENTIAL).where(
+                CREDENTIAL.c.token_hash == token_hash, CREDENTIAL.c.revoked_at.is_(None)
+            )
+        )
+        if row is None:
+            return None
+        return Principal(
+            kind=row["kind"],
+            id=row["principal_id"],
+            name=row["principal_name"],
+            workspace_id=row["workspace_id"],
+        )
+
+    async def revoke_credentials(self, principal_id: str, at: datetime) -> int:
+        result = await self.conn.execute(
+            sa.update(CREDENTIAL)
+            .where(CREDENTIAL.c.principal_id == principal_id, CREDENTIAL.c.revoked_at.is_(None))
+            .values(revoked_at=cv.ts(at))
+        )
+        return int(result.rowcount)
+
+    async def get_meta(self, key: str) -> str | None:
+        row = await self._one(sa.select(META.c.value).where(META.c.key == key))
+        return None if row is None else str(row["value"])
+
+    async def set_meta(self, key: str, value: str) -> None:
+        await self._insert(META, {"key": key, "value": value})
+
+    # executors ------------------------------------------------------------------------------
+    async def insert_executor(self, executor: Executor) -> None:
+        await self._insert(
+            EXECUTOR,
+            {
+                "id": executor.id,
+                "workspace_id": executor.workspace_id,
+                "application_id": executor.application_id,
+                "name": executor.name,
+                "created_at": 0.0,
+            },
+        )
+
+    async def get_executor(self, executor_id: str) -> Executor | None:
+        row = await self._one(sa.select(EXECUTOR).where(EXECUTOR.c.id == executor_id))
+        return cv.executor(row) if row else None
+
+    async def revoke_executor(self, executor_id: str) -> bool:
+        result = await self.conn.execute(
+            sa.update(EXECUTOR)
+            .where(EXECUTOR.c.id == executor_id, EXECUTOR.c.revoked_at.is_(None))
+            .values(revoked_at=1.0)
+        )
+        return bool(result.rowcount)
+
+    async def clear_addressee(self, executor_id: str) -> list[Task]:
+        rows = await self._all(
+            sa.update(TASK)
+            .where(TASK.c.addressee == executor_id, TASK.c.state.in_(PARKED_STATES))
+            .values(addressee=None)
+            .returning(*TASK.c)
+        )
+        return [cv.task(r) for r in rows]
+
+    # runs and tasks -------------------------------------------------------------------------
+    async def insert_run(self, run: Run) -> None:
+        await self._insert(RUN, cv.run_values(run))
+
+    async def get_run(self, run_id: str) -> Run | None:
+        row = await self._one(sa.select(RUN).where(RUN.c.id == run_id))
+        return cv.run(row) if row else None
+
+    async def set_run_state(
+        self,
+        run_id: str,
+        from_states: Sequence[str],
+        to_state: str,
+        held_task_key: str | None = None,
+    ) -> bool:
+        result = await self.conn.execute(
+            sa.update(RUN)
+            .where(RUN.c.id == run_id, RUN.c.state.in_(list(from_states)))
+            .values(state=to_state, held_task_key=held_task_key)
+        )
+        return bool(result.rowcount)
+
+    async def insert_task(self, task: Task) -> None:
+        await self._insert(TASK, cv.task_values(task))
+
+    async def get_task(self, run_id: str, key: str) -> Task | None:
+        row = await self._one(sa.select(TASK).where(TASK.c.run_id == run_id, TASK.c.key == key))
+        return cv.task(row) if row else None
+
+    async def get_task_by_id(self, task_id: str) -> Task | None:
+        row = await self._one(sa.select(TASK).where(TASK.c.id == task_id))
+        return cv.task(row) if row else None
+
+    async def parked_tasks(self, run_id: str) -> list[Task]:
+        stmt = sa.select(TASK).where(TASK.c.run_id == run_id, TASK.c.state.in_(PARKED_STATES))
+        return [cv.task(r) for r in await self._all(stmt.order_by(TASK.c.created_at))]
+
+    async def tasks_of_run(self, run_id: str) -> list[Task]:
+        stmt = sa.select(TASK).where(TASK.c.run_id == run_id).order_by(TASK.c.created_at)
+        return [cv.task(r) for r in await self._all(stmt)]
+
+    async def count_tasks(self, run_id: str) -> int:
+        stmt = sa.select(sa.func.count()).select_from(TASK).where(TASK.c.run_id == run_id)
+        return int((await self.conn.execute(stmt)).scalar_one())
+
+    async def end_task(
+        self, task_id: str, from_states: Sequence[TaskState], ending: Ending
+    ) -> Task | None:
+        row = await self._one(
+            sa.update(TASK)
+            .where(TASK.c.id == task_id, TASK.c.state.in_(list(from_states)))
+            .values(
+                state=ending.state,
+                decided_at=cv.ts(ending.at),
+                resolved_by=ending.resolved_by,
+                via=ending.via,
+                error=ending.error,
+                resolution=ending.resolution,
+            )
+            .returning(*TASK.c)
+        )
+        return cv.task(row) if row else None
+
+    async def add_review(
+        self,
+        *,
+        task_id: str,
+        member: Principal,
+        verdict: str,
+        reason: str,
+        via: str,
+        at: datetime,
+    ) -> int:
+        await self._insert(
+            REVIEW,
+            {
+                "task_id": task_id,
+                "member_id": member.id,
+                "member_name": member.name,
+                "verdict": verdict,
+                "reason": reason,
+                "via": via,
+                "created_at": cv.ts(at),
+            },
+        )
+        stmt = (
+            sa.select(sa.func.count())
+            .select_from(REVIEW)
+            .where(REVIEW.c.task_id == task_id, REVIEW.c.verdict == verdict)
+        )
+        return int((await self.conn.execute(stmt)).scalar_one())
+
+    # events, log, outbox, timers ---------------------------------------------------------------
+    async def add_events(self, events: Sequence[NewEvent], at: datetime) -> list[Event]:
+        by_run: dict[str, list[NewEvent]] = {}
+        for new in events:
+            by_run.setdefault(new.run_id, []).append(new)
+        stored: list[Event] = []
+        for run_id, news in by_run.items():
+            # Reserving the sequence numbers on the run row orders events per run on both
+            # databases (on PostgreSQL the row lock serialises concurrent writers of one run).
+            last, workspace_id = (
+                await self.conn.execute(
+                    sa.update(RUN)
+                    .where(RUN.c.id == run_id)
+                    .values(event_seq=RUN.c.event_seq + len(news))
+                    .returning(RUN.c.event_seq, RUN.c.workspace_id)
+                )
+            ).one()
+            first = last - len(news) + 1
+            rows = [
+                {
+                    "run_id": run_id,
+                    "seq": first + i,
+                    "name": new.name,
+                    "data": new.data,
+                    "executor_id": new.executor_id,
+                    "created_at": cv.ts(at),
+                }
+                for i, new in enumerate(news)
+            ]
+            ids = (
+                await self.conn.execute(
+                    sa.insert(EVENT).returning(EVENT.c.id, sort_by_parameter_order=True), rows
+                )
+            ).scalars()
+            stored.extend(
+                Event(id=i, run_id=run_id, seq=r["seq"], name=r["name"], data=r["data"], at=at)
+                for i, r in zip(ids, rows, strict=True)
+            )
+            if self.postgres and run_id not in self.notify_runs:
+                # NOTIFY inside the transaction is delivered exactly when it commits.
+                await self.conn.execute(
+                    sa.text("SELECT pg_notify(:channel, :payload)"),
+                    {"channel": NOTIFY_CHANNEL, "payload": f"{workspace_id} {run_id}"},
+                )
+            self.notify_runs.add(run_id)
+        return stored
+
+    async def add_log(self, entries: Sequence[LogEntry]) -> None:
+        if not entries:
+            return
+        await self.conn.execute(
+            sa.insert(LOG),
+            [
+                {
+                    "workspace_id": e.workspace_id,
+                    "run_id": e.run_id,
+                    "task_key": e.task_key,
+                    "action": e.action,
+                    "actor": e.actor,
+                    "via": e.via,
+                    "detail": e.detail,
+                    "at": cv.ts(e.at),
+                }
+                for e in entries
+            ],
+        )
+
+    async def add_outbox(self, items: Sequence[OutboxItem]) -> None:
+        if not items:
+            return
+        rows = [
+            {
+                "id": i.id,
+                "channel": i.channel,
+                "kind": i.kind,
+                "task_id": i.task_id,
+                "run_id": i.run_id,
+                "workspace_id": i.workspace_id,
+                "idempotency_key": i.idempotency_key,
+                "payload": i.payload,
+                "created_at": cv.ts(i.created_at),
+                "attempts": 0,
+                "next_attempt_at": cv.ts(i.created_at),
+            }
+            for i in items
+        ]
+        try:
+            await self.conn.execute(sa.insert(OUTBOX), rows)
+        except IntegrityError as error:
+            raise DuplicateKey(str(error.orig)) from None
+
+    async def add_timers(self, timers: Sequence[Timer]) -> None:
+        if not timers:
+            return
+        await self.conn.execute(
+            sa.insert(TIMER),
+            [
+                {
+                    "id": t.id,
+                    "task_id": t.task_id,
+                    "run_id": t.run_id,
+                    "kind": t.kind,
+                    "seq": t.seq,
+                    "due_at": cv.ts(t.due_at),
+                    "done": False,
+                }
+                for t in timers
+            ],
+        )
+
+    async def cancel_timers(self, task_id: str) -> None:
+        await self.conn.execute(
+            sa.update(TIMER)
+            .where(TIMER.c.task_id == task_id, TIMER.c.done.is_(False))
+            .values(done=True)
+        )
+
+    async def claim_due_timers(self, now: datetime, limit: int) -> list[Timer]:
+        stmt = (
+            sa.select(TIMER)
+            .where(TIMER.c.done.is_(False), TIMER.c.due_at <= cv.ts(now))
+            .order_by(TIMER.c.due_at)
+            .limit(limit)
+        )
+        if self.postgres:
+            stmt = stmt.with_for_update(skip_locked=True)
+        return [cv.timer(r) for r in await self._all(stmt)]
+
+    async def finish_timer(self, timer_id: str) -> None:
+        await self.conn.execute(sa.update(TIMER).where(TIMER.c.id == timer_id).values(done=True))
+
+
+class SqlStore:
+    """Implements bot.ports.Store."""
+
+    def __init__(self, url: str, *, schema: str | None = None) -> None:
+        self.url = url
+        self.schema = schema
+        self.engine = make_engine(url, schema)
+        self.postgres = self.engine.dialect.name == "postgresql"
+        self._write_lock = asyncio.Lock() if not self.postgres else None
+        self._writer = self.engine.execution_options(sqlite_begin="IMMEDIATE")
+
+    @asynccontextmanager
+    async def write(self) -> AsyncIterator[SqlTx]:
+        if self._write_lock is None:
+            async with self.engine.begin() as conn:
+                yield SqlTx(conn, self.postgres)
+            return
+        async with self._write_lock, self._writer.begin() as conn:
+            yield SqlTx(conn, self.postgres)
+
+    @asynccontextmanager
+    async def read(self) -> AsyncIterator[SqlTx]:
+        async with self.engine.connect() as conn:
+            yield SqlTx(conn, self.postgres)
+
+    async def _rows(self, stmt: Any) -> list[Any]:
+        async with self.engine.connect() as conn:
+            return list((await conn.execute(stmt)).mappings().all())
+
+    async def events_after(self, run_id: str, seq: int, limit: int = 500) -> list[Event]:
+        stmt = (
+            sa.select(EVENT)
+            .where(EVENT.c.run_id == run_id, EVENT.c.seq > seq)
+            .order_by(EVENT.c.seq)
+            .limit(limit)
+        )
+        return [cv.event(r) for r in await self._rows(stmt)]
+
+    async def work_events(self, executor_id: str, after_id: int, limit: int = 500) -> list[Event]:
+        stmt = (
+            sa.select(EVENT)
+            .where(EVENT.c.executor_id == executor_id, EVENT.c.id > after_id)
+            .order_by(EVENT.c.id)
+            .limit(limit)
+        )
+        return [cv.event(r) for r in await self._rows(stmt)]
+
+    async def next_timer_due(self) -> datetime | None:
+        stmt = sa.select(sa.func.min(TIMER.c.due_at)).where(TIMER.c.done.is_(False))
+        async with self.engine.connect() as conn:
+            value = (await conn.execute(stmt)).scalar_one_or_none()
+        return None if value is None else cv.dt(value)
+
+    async def asks(self, workspace_id: str, *, run_id: str | None = None) -> list[Task]:
+        stmt = sa.select(TASK).where(
+            TASK.c.workspace_id == workspace_id, TASK.c.state.in_(PARKED_STATES)
+        )
+        if run_id is not None:
+            stmt = stmt.where(TASK.c.run_id == run_id)
+        stmt = stmt.order_by(TASK.c.created_at.desc())
+        return [cv.task(r) for r in await self._rows(stmt)]
+
+    async def executor_inbox(self, executor_id: str) -> list[Task]:
+        stmt = (
+            sa.select(TASK)
+            .where(TASK.c.addressee == executor_id, TASK.c.state.in_(PARKED_STATES))
+            .order_by(TASK.c.created_at)
+        )
+        return [cv.task(r) for r in await self._rows(stmt)]
+
+    async def log_entries(
+        self, workspace_id: str, *, after_id: int = 0, limit: int = 1000
+    ) -> list[LogRecord]:
+        stmt = (
+            sa.select(LOG)
+            .where(LOG.c.workspace_id == workspace_id, LOG.c.id > after_id)
+            .order_by(LOG.c.id)
+            .limit(limit)
+        )
+        return [cv.log_record(r) for r in await self._rows(stmt)]
+
+    async def claim_outbox(self, now: datetime, limit: int, lease: float) -> list[OutboxItem]:
+        """Lease up to `limit` due items so no other relay delivers them meanwhile."""
+        async with self.write() as tx:
+            stmt = (
+                sa.select(OUTBOX)
+                .where(
+                    OUTBOX.c.delivered_at.is_(None),
+                    OUTBOX.c.next_attempt_at <= cv.ts(now),
+                    OUTBOX.c.lease_until <= cv.ts(now),
+                )
+                .order_by(OUTBOX.c.id)
+                .limit(limit)
+            )
+            if self.postgres:
+                stmt = stmt.with_for_update(skip_locked=True)
+            rows = await tx._all(stmt)
+            if rows:
+                await tx.conn.execute(
+                    sa.update(OUTBOX)
+                    .where(OUTBOX.c.id.in_([r["id"] for r in rows]))
+                    .values(lease_until=cv.ts(now) + lease, attempts=OUTBOX.c.attempts + 1)
+                )
+        return [cv.outbox(r) for r in rows]
+
+    async def outbox_done(self, item_id: str, at: datetime) -> None:
+        async with self.write() as tx:
+            await tx.conn.execute(
+                sa.update(OUTBOX).where(OUTBOX.c.id == item_id).values(delivered_at=cv.ts(at))
+            )
+
+    async def outbox_retry(self, item_id: str, next_at: datetime, error: str) -> None:
+        async with self.write() as tx:
+            await tx.conn.execute(
+                sa.update(OUTBOX)
+                .where(OUTBOX.c.id == item_id)
+                .values(next_attempt_at=cv.ts(next_at), lease_until=0.0, last_error=error[:500])
+            )
+
+    async def outbox_backlog(self) -> int:
+        stmt = sa.select(sa.func.count()).select_from(OUTBOX).where(OUTBOX.c.delivered_at.is_(None))
+        async with self.engine.connect() as conn:
+            return int((await conn.execute(stmt)).scalar_one())
+
+    async def count_parked(self) -> int:
+        stmt = sa.select(sa.func.count()).select_from(TASK).where(TASK.c.state.in_(PARKED_STATES))
+        async with self.engine.connect() as conn:
+            return int((await conn.execute(stmt)).scalar_one())
+
+    async def ping(self) -> bool:
+        try:
+            async with self.engine.connect() as conn:
+                await conn.execute(sa.text("SELECT 1"))
+        except Exception:
+            return False
+        return True
+
+    async def close(self) -> None:
+        await self.engine.dispose()

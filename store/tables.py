@@ -1,0 +1,210 @@
+"""SQLModel tables. Times are stored as epoch seconds (float): portable, indexable, tz-free."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+from sqlmodel import Field, SQLModel
+
+
+def _json(nullable: bool = True) -> Any:
+    return Field(default=None, sa_column=sa.Column(sa.JSON, nullable=nullable))
+
+
+class WorkspaceRow(SQLModel, table=True):
+    __tablename__ = "workspace"
+    id: str = Field(primary_key=True, max_length=64)
+    name: str = Field(max_length=200)
+    created_at: float
+
+
+class MemberRow(SQLModel, table=True):
+    __tablename__ = "member"
+    __table_args__ = (sa.UniqueConstraint("workspace_id", "name"),)
+    id: str = Field(primary_key=True, max_length=40)
+    workspace_id: str = Field(index=True, max_length=64)
+    name: str = Field(max_length=200)
+    telegram_user_id: int | None = Field(default=None, sa_type=sa.BigInteger, index=True)
+    slack_user_id: str | None = Field(default=None, max_length=64, index=True)
+    created_at: float
+
+
+class ApplicationRow(SQLModel, table=True):
+    __tablename__ = "application"
+    __table_args__ = (sa.UniqueConstraint("workspace_id", "name"),)
+    id: str = Field(primary_key=True, max_length=40)
+    workspace_id: str = Field(index=True, max_length=64)
+    name: str = Field(max_length=200)
+    created_at: float
+
+
+class CredentialRow(SQLModel, table=True):
+    """A bearer token. Only its SHA-256 is kept; the token itself is shown once."""
+
+    __tablename__ = "credential"
+    id: str = Field(primary_key=True, max_length=40)
+    workspace_id: str = Field(max_length=64)
+    kind: str = Field(max_length=16)
+    principal_id: str = Field(index=True, max_length=40)
+    principal_name: str = Field(max_length=200)
+    token_hash: str = Field(unique=True, max_length=64)
+    created_at: float
+    revoked_at: float | None = None
+
+
+class ExecutorRow(SQLModel, table=True):
+    __tablename__ = "executor"
+    id: str = Field(primary_key=True, max_length=40)
+    workspace_id: str = Field(index=True, max_length=64)
+    application_id: str = Field(max_length=40)
+    name: str = Field(max_length=200)
+    created_at: float
+    revoked_at: float | None = None
+
+
+class MetaRow(SQLModel, table=True):
+    __tablename__ = "meta"
+    key: str = Field(primary_key=True, max_length=64)
+    value: str
+
+
+class RunRow(SQLModel, table=True):
+    __tablename__ = "run"
+    id: str = Field(primary_key=True, max_length=40)
+    workspace_id: str = Field(index=True, max_length=64)
+    application_id: str | None = Field(default=None, max_length=40)
+    state: str = Field(max_length=16)
+    approval_mode: str = Field(max_length=16)
+    approval_rules: Any = _json(nullable=False)
+    tool_names: Any = _json()
+    aliases: Any = _json(nullable=False)
+    title: str = ""
+    profile: str | None = None
+    executor_id: str | None = Field(default=None, max_length=40)
+    parent_run: str | None = Field(default=None, max_length=40)
+    held_task_key: str | None = None
+    event_seq: int = 0
+    created_at: float
+
+
+class TaskRow(SQLModel, table=True):
+    __tablename__ = "task"
+    __table_args__ = (
+        sa.UniqueConstraint("run_id", "key"),
+        sa.Index("ix_task_workspace_state", "workspace_id", "state"),
+        sa.Index("ix_task_addressee_state", "addressee", "state"),
+    )
+    id: str = Field(primary_key=True, max_length=40)
+    run_id: str = Field(max_length=40)
+    workspace_id: str = Field(max_length=64)
+    key: str = Field(max_length=200)
+    kind: str = Field(max_length=16)
+    origin: str = Field(max_length=16)
+    tool_name: str
+    tool: str
+    tool_input: Any = _json()
+    state: str = Field(max_length=16)
+    effect_profile: Any = _json()
+    error: Any = _json()
+    deadline: float | None = None
+    failure_policy: str = Field(default="continue", max_length=16)
+    addressee: str | None = Field(default=None, max_length=40)
+    resolved_by: str | None = None
+    via: str | None = Field(default=None, max_length=16)
+    resolution: Any = _json()
+    decided_at: float | None = None
+    why: str = ""
+    rule_index: int | None = None
+    matched: Any = _json()
+    request_hash: str = Field(default="", max_length=64)
+    appended_by: str | None = None
+    resolution_token_hash: str | None = Field(default=None, max_length=64)
+    required_approvals: int = 1
+    retry_of: str | None = None
+    created_at: float
+
+
+class ReviewRow(SQLModel, table=True):
+    """One person's approve or deny. An ending is computed from reviews."""
+
+    __tablename__ = "review"
+    __table_args__ = (sa.UniqueConstraint("task_id", "member_id"),)
+    id: int | None = Field(default=None, primary_key=True)
+    task_id: str = Field(max_length=40)
+    member_id: str = Field(max_length=40)
+    member_name: str
+    verdict: str = Field(max_length=16)
+    reason: str = ""
+    via: str = Field(max_length=16)
+    created_at: float
+
+
+class EventRow(SQLModel, table=True):
+    __tablename__ = "event"
+    __table_args__ = (sa.UniqueConstraint("run_id", "seq"),)
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(max_length=40)
+    seq: int
+    name: str = Field(max_length=40)
+    data: Any = _json(nullable=False)
+    # Set on `work_available` so an executor's cable can follow its own notices across runs.
+    executor_id: str | None = Field(default=None, max_length=40, index=True)
+    created_at: float
+
+
+class DecisionLogRow(SQLModel, table=True):
+    """Append-only audit trail: who did what, when, from which surface."""
+
+    __tablename__ = "decision_log"
+    id: int | None = Field(default=None, primary_key=True)
+    workspace_id: str = Field(index=True, max_length=64)
+    run_id: str | None = None
+    task_key: str | None = None
+    action: str = Field(max_length=40)
+    actor: str
+    via: str = Field(max_length=16)
+    detail: Any = _json()
+    at: float
+
+
+class TimerRow(SQLModel, table=True):
+    __tablename__ = "timer"
+    __table_args__ = (sa.Index("ix_timer_due", "done", "due_at"),)
+    id: str = Field(primary_key=True, max_length=60)
+    task_id: str = Field(index=True, max_length=40)
+    run_id: str = Field(max_length=40)
+    kind: str = Field(max_length=16)
+    seq: int = 0
+    due_at: float
+    done: bool = False
+
+
+class OutboxRow(SQLModel, table=True):
+    __tablename__ = "outbox"
+    __table_args__ = (sa.Index("ix_outbox_pending", "delivered_at", "next_attempt_at"),)
+    id: str = Field(primary_key=True, max_length=40)
+    channel: str = Field(max_length=32)
+    kind: str = Field(max_length=16)
+    task_id: str = Field(max_length=40)
+    run_id: str = Field(max_length=40)
+    workspace_id: str = Field(max_length=64)
+    idempotency_key: str = Field(unique=True, max_length=200)
+    payload: Any = _json()
+    created_at: float
+    attempts: int = 0
+    next_attempt_at: float
+    lease_until: float = 0.0
+    delivered_at: float | None = None
+    last_error: str = ""
+
+
+class DeliveryRefRow(SQLModel, table=True):
+    """What an adapter sent for a task (chat message ids to edit later); compare-and-swap on
+    `version` so two instances never both post the same decision."""
+
+    __tablename__ = "delivery_ref"
+    channel: str = Field(primary_key=True, max_length=32)
+    task_id: str = Field(primary_key=True, max_length=40)
+    data: Any = _json(nullable=False)
+    version: int = 0

@@ -1,0 +1,125 @@
+"""Shared fixtures: a real store on SQLite and (when configured) on PostgreSQL, a fake clock."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+import asyncpg
+import pytest
+
+from bot.clock import FakeClock
+from bot.config import Settings
+from bot.core import Core
+from bot.domain import OutboxItem, Principal, Run, Task
+from store.migrate import upgrade
+from store.sql import SqlStore
+
+PG_URL = os.environ.get("APPROVALBOT_TEST_POSTGRES_URL")
+PG_SKIP = "APPROVALBOT_TEST_POSTGRES_URL is not set: PostgreSQL tests skipped (CI sets it)"
+BACKENDS = ["sqlite", "postgres"]
+
+
+def pg_dsn() -> str:
+    assert PG_URL is not None
+    return PG_URL.replace("postgresql+asyncpg://", "postgresql://")
+
+
+async def make_store(backend: str, tmp_path: object) -> tuple[SqlStore, str | None]:
+    """A migrated store; on PostgreSQL in a schema of its own so tests never see each other."""
+    if backend == "sqlite":
+        store = SqlStore(f"sqlite+aiosqlite:///{tmp_path}/approvalbot.db")
+        await upgrade(store.engine)
+        return store, None
+    if not PG_URL:
+        pytest.skip(PG_SKIP)
+    schema = f"t_{secrets.token_hex(6)}"
+    conn = await asyncpg.connect(pg_dsn())
+    try:
+        await conn.execute(f"CREATE SCHEMA {schema}")
+    finally:
+        await conn.close()
+    store = SqlStore(pg_dsn(), schema=schema)
+    await upgrade(store.engine)
+    return store, schema
+
+
+async def drop_schema(schema: str | None) -> None:
+    if schema is None:
+        return
+    conn = await asyncpg.connect(pg_dsn())
+    try:
+        await conn.execute(f"DROP SCHEMA {schema} CASCADE")
+    finally:
+        await conn.close()
+
+
+@pytest.fixture(params=BACKENDS)
+async def store(request: pytest.FixtureRequest, tmp_path: object) -> AsyncIterator[SqlStore]:
+    store, schema = await make_store(request.param, tmp_path)
+    yield store
+    await store.close()
+    await drop_schema(schema)
+
+
+@dataclass
+class RecordingNotifier:
+    """A real Notifier (the port) that keeps what it was given, like a chat would."""
+
+    name: str = "rec"
+    delivered: list[tuple[OutboxItem, Task]] = field(default_factory=list)
+    keys: set[str] = field(default_factory=set)
+    fail_next: int = 0
+
+    async def deliver(self, item: OutboxItem, task: Task, run: Run) -> None:
+        if self.fail_next:
+            self.fail_next -= 1
+            raise ConnectionError("chat unreachable")
+        if item.idempotency_key in self.keys:
+            return  # delivered before a crash: never show it twice
+        self.keys.add(item.idempotency_key)
+        self.delivered.append((item, task))
+
+    async def healthy(self) -> bool:
+        return True
+
+    def kinds(self, task_key: str | None = None) -> list[str]:
+        return [i.kind for i, t in self.delivered if task_key is None or t.key == task_key]
+
+
+@dataclass
+class World:
+    core: Core
+    clock: FakeClock
+    notifier: RecordingNotifier
+    alice: Principal
+    bob: Principal
+    agent: Principal
+    tokens: dict[str, str]
+    ws: str = "acme"
+
+
+async def make_world(store: SqlStore, settings: Settings | None = None) -> World:
+    clock = FakeClock()
+    notifier = RecordingNotifier()
+    core = await Core.build(store, settings or Settings(), clock=clock, notifiers={"rec": notifier})
+    await core.admin.create_workspace("acme")
+    alice = await core.admin.add_member("acme", "alice", telegram_user_id=1001)
+    bob = await core.admin.add_member("acme", "bob")
+    agent = await core.admin.add_application("acme", "agent")
+    return World(
+        core,
+        clock,
+        notifier,
+        alice.principal,
+        bob.principal,
+        agent.principal,
+        {"alice": alice.token, "bob": bob.token, "agent": agent.token},
+    )
+
+
+@pytest.fixture
+async def world(store: SqlStore) -> World:
+    return await make_world(store)
