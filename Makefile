@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 PYTHON ?= python3
 
-.PHONY: run test lint types unit bench demo clean
+.PHONY: run test lint types unit bench demo clean chromium
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -22,8 +22,12 @@ $(VENV)/.installed-test: pyproject.toml | $(VENV)/bin/python
 run: $(VENV)/.installed
 	$(VENV)/bin/approvalbot serve
 
+# Browser tests drive Debian's Chromium through playwright (never a browser download).
+chromium:
+	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null)
+
 ## test: install what tests need, then lint, types and the whole suite
-test: $(VENV)/.installed-test lint types unit
+test: $(VENV)/.installed-test chromium lint types unit
 
 lint: $(VENV)/.installed-test
 	$(VENV)/bin/ruff check .

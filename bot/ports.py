@@ -122,8 +122,26 @@ class Store(Protocol):
     async def asks(self, workspace_id: str, *, run_id: str | None = None) -> list[Task]: ...
     async def executor_inbox(self, executor_id: str) -> list[Task]: ...
     async def log_entries(
-        self, workspace_id: str, *, after_id: int = 0, limit: int = 1000
+        self,
+        workspace_id: str,
+        *,
+        after_id: int = 0,
+        limit: int = 1000,
+        run_id: str | None = None,
+        task_key: str | None = None,
     ) -> list[LogRecord]: ...
+    async def tasks(
+        self,
+        workspace_id: str,
+        *,
+        states: Sequence[str] | None = None,
+        run_id: str | None = None,
+        tool: str | None = None,
+        resolved_by: str | None = None,
+        via: str | None = None,
+        limit: int = 200,
+    ) -> list[Task]: ...
+    async def runs(self, workspace_id: str, *, limit: int = 100) -> list[Run]: ...
     async def claim_outbox(self, now: datetime, limit: int, lease: float) -> list[OutboxItem]: ...
     async def outbox_done(self, item_id: str, at: datetime) -> None: ...
     async def outbox_retry(self, item_id: str, next_at: datetime, error: str) -> None: ...

@@ -561,15 +561,56 @@ class SqlStore:
         return [cv.task(r) for r in await self._rows(stmt)]
 
     async def log_entries(
-        self, workspace_id: str, *, after_id: int = 0, limit: int = 1000
+        self,
+        workspace_id: str,
+        *,
+        after_id: int = 0,
+        limit: int = 1000,
+        run_id: str | None = None,
+        task_key: str | None = None,
     ) -> list[LogRecord]:
+        stmt = sa.select(LOG).where(LOG.c.workspace_id == workspace_id, LOG.c.id > after_id)
+        if run_id is not None:
+            stmt = stmt.where(LOG.c.run_id == run_id)
+        if task_key is not None:
+            stmt = stmt.where(LOG.c.task_key == task_key)
+        stmt = stmt.order_by(LOG.c.id).limit(limit)
+        return [cv.log_record(r) for r in await self._rows(stmt)]
+
+    async def tasks(
+        self,
+        workspace_id: str,
+        *,
+        states: Sequence[str] | None = None,
+        run_id: str | None = None,
+        tool: str | None = None,
+        resolved_by: str | None = None,
+        via: str | None = None,
+        limit: int = 200,
+    ) -> list[Task]:
+        """Tasks of a workspace, newest first, filtered (history pages, exports)."""
+        stmt = sa.select(TASK).where(TASK.c.workspace_id == workspace_id)
+        if states is not None:
+            stmt = stmt.where(TASK.c.state.in_(list(states)))
+        if run_id is not None:
+            stmt = stmt.where(TASK.c.run_id == run_id)
+        if tool is not None:
+            stmt = stmt.where(TASK.c.tool == tool)
+        if resolved_by is not None:
+            stmt = stmt.where(TASK.c.resolved_by == resolved_by)
+        if via is not None:
+            stmt = stmt.where(TASK.c.via == via)
+        stmt = stmt.order_by(TASK.c.created_at.desc(), TASK.c.id).limit(limit)
+        return [cv.task(r) for r in await self._rows(stmt)]
+
+    async def runs(self, workspace_id: str, *, limit: int = 100) -> list[Run]:
         stmt = (
-            sa.select(LOG)
-            .where(LOG.c.workspace_id == workspace_id, LOG.c.id > after_id)
-            .order_by(LOG.c.id)
+            sa.select(RUN)
+            .where(RUN.c.workspace_id == workspace_id)
+            .order_by(RUN.c.created_at.desc())
             .limit(limit)
         )
-        return [cv.log_record(r) for r in await self._rows(stmt)]
+        return [cv.run(r) for r in await self._rows(stmt)]
 
     async def claim_outbox(self, now: datetime, limit: int, lease: float) -> list[OutboxItem]:
         """Lease up to `limit` due items so no other relay delivers them meanwhile."""

@@ -43,6 +43,12 @@ def keyboard(*data: str) -> InlineKeyboardMarkup:
     )
 
 
+@pytest.fixture(autouse=True)
+def _retry_after_as_timedelta(monkeypatch: pytest.MonkeyPatch) -> None:
+    """PTB 22 warns unless RetryAfter.retry_after is a timedelta (the coming default)."""
+    monkeypatch.setenv("PTB_TIMEDELTA", "true")
+
+
 @pytest.fixture
 async def fake() -> AsyncIterator[FakeTelegram]:
     server = FakeTelegram(TOKEN)
@@ -324,10 +330,7 @@ async def test_get_updates_long_poll_and_offset(fake: FakeTelegram, bot: Bot) ->
     assert await bot.get_updates(offset=update.update_id + 1, timeout=0) == ()
 
 
-async def test_retry_after_from_injected_429(
-    fake: FakeTelegram, bot: Bot, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("PTB_TIMEDELTA", "true")
+async def test_retry_after_from_injected_429(fake: FakeTelegram, bot: Bot) -> None:
     fake.fail_next(1, kind="429", retry_after=3)
     with pytest.raises(RetryAfter) as caught:
         await bot.send_message(GROUP, "x")
@@ -337,8 +340,7 @@ async def test_retry_after_from_injected_429(
     assert len(fake.sent) == 1
 
 
-async def test_enforced_rate_limits(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PTB_TIMEDELTA", "true")
+async def test_enforced_rate_limits() -> None:
     async with FakeTelegram(TOKEN, enforce_rate_limits=True) as fake:
         fake.add_chat(PRIVATE, "private")
         fake.add_chat(GROUP, "supergroup")
