@@ -70,7 +70,11 @@ class Tx(Protocol):
 
     # runs and tasks
     async def insert_run(self, run: Run) -> None: ...
-    async def get_run(self, run_id: str) -> Run | None: ...
+    async def get_run(self, run_id: str, *, for_update: bool = False) -> Run | None:
+        """With `for_update`, lock the run row: every write that touches a run's tasks takes
+        this lock first, so concurrent writers always lock in the same order."""
+        ...
+
     async def set_run_state(
         self,
         run_id: str,

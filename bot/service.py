@@ -226,8 +226,8 @@ class ApprovalService:
         if principal.workspace_id != workspace_id:
             raise _not_found("workspace")
 
-    async def _run(self, tx: Tx, workspace_id: str, run_id: str) -> Run:
-        run = await tx.get_run(run_id)
+    async def _run(self, tx: Tx, workspace_id: str, run_id: str, *, lock: bool = True) -> Run:
+        run = await tx.get_run(run_id, for_update=lock)
         if run is None or run.workspace_id != workspace_id:
             raise _not_found("run")
         return run
@@ -241,7 +241,7 @@ class ApprovalService:
     async def get_run(self, principal: Principal, workspace_id: str, run_id: str) -> Run:
         self._check_workspace(principal, workspace_id)
         async with self.store.read() as tx:
-            return await self._run(tx, workspace_id, run_id)
+            return await self._run(tx, workspace_id, run_id, lock=False)
 
     async def get_task(
         self, principal: Principal, workspace_id: str, run_id: str, key: str
@@ -635,7 +635,8 @@ class ApprovalService:
         if ended is None:
             current = await tx.get_task_by_id(task.id)
             raise already_decided(current or task)
-        await tx.cancel_timers(task.id)
+        # Its timers are left to fire into nothing: touching timer rows here would lock them
+        # in the opposite order to the clock loop (timer, then run).
         await tx.add_events(
             [self._settled_event(ended), await self._attention(tx, run.id)], ending.at
         )
@@ -922,13 +923,12 @@ class ApprovalService:
         outbox = False
         async with self.store.write() as tx:
             timers = await tx.claim_due_timers(now, limit)
-            for timer in timers:
+            # Lock runs in one global order so two instances' batches never deadlock.
+            for timer in sorted(timers, key=lambda t: (t.run_id, t.due_at)):
                 await tx.finish_timer(timer.id)
+                run = touched.get(timer.run_id) or await tx.get_run(timer.run_id, for_update=True)
                 task = await tx.get_task_by_id(timer.task_id)
-                if task is None or not task.parked or task.deadline is None:
-                    continue
-                run = touched.get(task.run_id) or await tx.get_run(task.run_id)
-                if run is None:
+                if run is None or task is None or not task.parked or task.deadline is None:
                     continue
                 touched[run.id] = run
                 if timer.kind == "nudge":

@@ -270,8 +270,11 @@ class SqlTx:
     async def insert_run(self, run: Run) -> None:
         await self._insert(RUN, cv.run_values(run))
 
-    async def get_run(self, run_id: str) -> Run | None:
-        row = await self._one(sa.select(RUN).where(RUN.c.id == run_id))
+    async def get_run(self, run_id: str, *, for_update: bool = False) -> Run | None:
+        stmt = sa.select(RUN).where(RUN.c.id == run_id)
+        if for_update and self.postgres:
+            stmt = stmt.with_for_update()
+        row = await self._one(stmt)
         return cv.run(row) if row else None
 
     async def set_run_state(

@@ -67,10 +67,18 @@ a slot frees, at least 1); a refused call consumes nothing:
 Faults: :meth:`FakeTelegram.fail_next` and ``fault_rate`` (seeded by ``fault_seed``). Kinds:
 ``"500"`` (JSON 500 Internal Server Error), ``"502"`` (an nginx-style HTML 502), ``"429"``
 (``retry_after``), ``"timeout"`` (the request is held ``timeout_delay`` seconds, default 6, and
-never applied, so the client's read timeout fires) and ``"timeout_after_apply"`` (the call takes
-effect, then the response is held: the message *was* sent but the client sees a timeout).
-Unless ``methods`` is given, faults hit only :data:`DEFAULT_FAULT_METHODS` (the bot's message
-calls), not getMe/getUpdates/deleteWebhook, so startup and polling stay up.
+never applied, so the client's read timeout fires; a client that waits longer gets a 502) and
+``"timeout_after_apply"`` (the call takes effect, then the response is held: the message *was*
+sent but the client sees a timeout, as happens on real networks). Held requests end at once on
+:meth:`FakeTelegram.stop`, so keep the client's read timeout below ``timeout_delay`` and tests
+stay fast. Unless ``methods`` is given, faults hit only :data:`DEFAULT_FAULT_METHODS` (the bot's
+message calls), not getMe/getUpdates/deleteWebhook, so startup and polling stay up. Injected
+faults are listed in ``faults_injected`` (and the refusals in ``rejected``).
+
+Records for assertions: ``sent`` (a snapshot of every accepted sendMessage), ``messages`` (the
+current state of every message, after edits; deleted ones removed), ``edits``, ``deleted``,
+``callback_answers``, ``calls`` (every request, as ``(method, params)``), ``rejected``
+(``(method, params, status, description)``), ``user_messages``, ``webhook_deliveries``.
 """
 
 from __future__ import annotations
@@ -913,7 +921,7 @@ class FakeTelegram:
         url: str | None = None,
         secret: str | None = _UNSET,
         *,
-        timeout: float = 5.0,  # noqa: ASYNC109 - an HTTP client timeout, not a cancel scope
+        timeout: float = 5.0,
     ) -> int:
         """POST one update to ``url`` (default: the URL set with setWebhook) with the
         ``X-Telegram-Bot-Api-Secret-Token`` header (default: the secret set with setWebhook;
@@ -943,7 +951,7 @@ class FakeTelegram:
     async def wait_for(
         self,
         predicate: Predicate,
-        timeout: float = 5.0,  # noqa: ASYNC109 - a polling deadline, not a cancel scope
+        timeout: float = 5.0,
         interval: float = 0.01,
     ) -> Any:
         """Poll ``predicate`` (sync or async) until it returns something truthy; return that."""
