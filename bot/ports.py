@@ -143,6 +143,7 @@ class Store(Protocol):
         tool: str | None = None,
         resolved_by: str | None = None,
         via: str | None = None,
+        parked_only: bool = False,
         limit: int = 200,
     ) -> list[Task]: ...
     async def runs(self, workspace_id: str, *, limit: int = 100) -> list[Run]: ...

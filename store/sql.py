@@ -589,9 +589,11 @@ class SqlStore:
         tool: str | None = None,
         resolved_by: str | None = None,
         via: str | None = None,
+        parked_only: bool = False,
         limit: int = 200,
     ) -> list[Task]:
-        """Tasks of a workspace, newest first, filtered (history pages, exports)."""
+        """Tasks of a workspace, newest first, filtered (history pages, exports).
+        `parked_only`: only calls and questions that rested on a person (they had a deadline)."""
         stmt = sa.select(TASK).where(TASK.c.workspace_id == workspace_id)
         if states is not None:
             stmt = stmt.where(TASK.c.state.in_(list(states)))
@@ -603,6 +605,8 @@ class SqlStore:
             stmt = stmt.where(TASK.c.resolved_by == resolved_by)
         if via is not None:
             stmt = stmt.where(TASK.c.via == via)
+        if parked_only:
+            stmt = stmt.where(TASK.c.deadline.is_not(None))
         stmt = stmt.order_by(TASK.c.created_at.desc(), TASK.c.id).limit(limit)
         return [cv.task(r) for r in await self._rows(stmt)]
 

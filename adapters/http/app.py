@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from adapters.web import setup_web
 from bot.config import Settings
 from bot.core import Core
 from store.migrate import is_current
@@ -34,4 +35,8 @@ def build_app(core: Core, settings: Settings) -> web.Application:
     app[SETTINGS] = settings
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
+    from adapters.http.routes import setup_api  # the API routes import this module's keys
+
+    setup_api(app)
+    setup_web(app, core, settings)  # the browser page (adapters/web)
     return app

@@ -61,6 +61,7 @@ def _check_text(value: str) -> str:
 
 JsonValue = Annotated[Any, AfterValidator(_check_json)]
 Text = Annotated[str, AfterValidator(_check_text)]
+Name = Annotated[str, Field(min_length=1, max_length=200), AfterValidator(_check_text)]
 Mode = Literal["bypass", "ask", "rules"]
 Origin = Literal["model", "author", "kernel"]
 
@@ -80,10 +81,10 @@ class RunIn(RequestModel):
     approval_mode: Mode | None = None
     # Checked by the rule engine, which names each problem as `approval_rules[3].mtach`.
     approval_rules: list[JsonValue] | None = None
-    tool_names: list[Annotated[Text, Field(min_length=1, max_length=200)]] | None = None
+    tool_names: list[Name] | None = None
     aliases: dict[Text, Text] | None = None
     profile: Text | None = None
-    title: Annotated[Text, Field(max_length=500)] = ""
+    title: Annotated[str, Field(max_length=500), AfterValidator(_check_text)] = ""
     executor_id: Text | None = None
     parent_run: Text | None = None
 
@@ -104,13 +105,13 @@ class TaskIn(RequestModel):
     """Append a tool call (or, with `tool_name: "ask"`, a question). `origin` defaults to
     `model`: a forgotten field must never pre-approve."""
 
-    key: Annotated[Text, Field(min_length=1, max_length=200)] | None = None
-    tool_name: Annotated[Text, Field(min_length=1, max_length=200)]
+    key: Name | None = None
+    tool_name: Name
     tool_input: JsonValue
     origin: Origin = "model"
     effect_profile: EffectProfile | None = None
     failure_policy: Literal["continue", "hold"] = "continue"
-    tool_names: list[Annotated[Text, Field(min_length=1, max_length=200)]] | None = None
+    tool_names: list[Name] | None = None
     approval_mode: Mode | None = None
 
     def effect_profile_json(self) -> dict[str, Any] | None:
@@ -121,7 +122,7 @@ class TaskIn(RequestModel):
 
 
 class DenyIn(RequestModel):
-    reason: Annotated[Text, Field(max_length=4000)] = ""
+    reason: Annotated[str, Field(max_length=4000), AfterValidator(_check_text)] = ""
 
 
 class EmptyIn(RequestModel):
@@ -135,16 +136,16 @@ class ResolutionIn(RequestModel):
 
     content: JsonValue = None
     outcome: Literal["resolved", "failed"] | None = None
-    resolution_token: Annotated[Text, Field(max_length=200)] | None = None
+    resolution_token: Name | None = None
 
 
 class ExecutorIn(RequestModel):
-    name: Annotated[Text, Field(min_length=1, max_length=200)]
+    name: Name
 
 
 class ClaimIn(RequestModel):
-    run_id: Annotated[Text, Field(min_length=1, max_length=200)]
-    task_key: Annotated[Text, Field(min_length=1, max_length=200)]
+    run_id: Name
+    task_key: Name
 
 
 # responses -------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ import click
 from aiohttp import web
 
 from adapters.http.app import build_app
+from bot.bootstrap import bootstrap, describe
 from bot.cli.common import config_option, settings_or_exit
 from bot.config import Settings
 from bot.core import Core
@@ -24,6 +25,7 @@ async def serve_forever(settings: Settings, ready: asyncio.Event | None = None) 
     store = SqlStore(settings.store.url)
     await upgrade(store.engine)
     core = await Core.build(store, settings)
+    first = await bootstrap(core, settings)  # first start: workspace, admin, app token
     listener = None
     if store.postgres:
         from store.listen import PgListener
@@ -38,6 +40,8 @@ async def serve_forever(settings: Settings, ready: asyncio.Event | None = None) 
     await site.start()
     click.echo(f"approvalbot: serving on http://{settings.server.host}:{settings.server.port}")
     click.echo(f"approvalbot: store {store.engine.url.render_as_string(hide_password=True)}")
+    for line in describe(first):
+        click.echo(line)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -140,14 +140,14 @@ def glob_match(pattern: bytes, text: bytes) -> bool:
     return Glob(pattern).match(text)
 
 
-def _simple_matcher(pattern: bytes) -> Callable[[bytes], bool]:
-    """A fast predicate for the common shapes (`lit`, `lit*`, `*lit`, `*lit*`), else `Glob`."""
+def simple_predicate(pattern: bytes) -> Callable[[bytes], bool] | None:
+    """A fast predicate for the common shapes `lit`, `lit*`, `*lit`, `*lit*` (no `?`), else None."""
     if QMARK in pattern:
-        return Glob(pattern).match
+        return None
     after_lead = pattern.lstrip(b"*")
     core = after_lead.rstrip(b"*")
     if b"*" in core:
-        return Glob(pattern).match
+        return None
     lead = len(after_lead) != len(pattern)
     trail = len(core) != len(after_lead)
     if lead and trail:
@@ -157,6 +157,11 @@ def _simple_matcher(pattern: bytes) -> Callable[[bytes], bool]:
     if lead:
         return lambda text: text.endswith(core)
     return lambda text: text == core
+
+
+def predicate(pattern: bytes) -> Callable[[bytes], bool]:
+    """The fastest exact single-glob predicate: a string method for simple shapes, else `Glob`."""
+    return simple_predicate(pattern) or Glob(pattern).match
 
 
 # RE2's DFA gets `max_mem`; if the program does not fit, every Set.Match quietly reports "no
@@ -210,7 +215,7 @@ class MultiGlob:
         if not patterns:
             raise ValueError("MultiGlob needs at least one pattern")
         self.patterns = tuple(patterns)
-        self._globs = tuple(_simple_matcher(p) for p in self.patterns)
+        self._globs = tuple(predicate(p) for p in self.patterns)
         match_all: Callable[[bytes], list[int]] | None = None
         chosen = "python"
         if backend == "re2" or (backend == "auto" and len(self.patterns) > _PYTHON_LOOP_MAX):

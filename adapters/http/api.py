@@ -1,0 +1,202 @@
+"""Handlers of the runs, tasks, decisions and /asks routes (SPEC 4). Each one parses the wire
+model, calls the core and renders its answer; the rules about who may do what live in the core
+(bot.service), so every surface enforces them the same way."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from adapters.http import models as m
+from adapters.http import sse
+from adapters.http.middleware import (
+    check_workspace,
+    json_response,
+    read_body,
+    require_member,
+    unauthorized,
+)
+from bot import errors
+from bot.core import Core
+from bot.domain import Principal
+from bot.errors import ApprovalError
+from bot.events import run_topic
+from bot.service import CallSpec, RunSpec
+
+MAX_WAIT = 60.0  # seconds a `?wait=` long-poll may hold a request; clients simply ask again
+
+
+@dataclass(frozen=True)
+class Ctx:
+    """What the route wrapper established before the handler runs."""
+
+    core: Core
+    principal: Principal | None
+    ws: str
+
+    @property
+    def who(self) -> Principal:
+        if self.principal is None:
+            raise unauthorized()
+        return self.principal
+
+
+def _run_id(request: web.Request) -> str:
+    return request.match_info["run"]
+
+
+def _key(request: web.Request) -> str:
+    return request.match_info["key"]
+
+
+def seconds_param(request: web.Request, name: str, cap: float) -> float:
+    raw = request.query.get(name)
+    if raw is None or raw == "":
+        return 0.0
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise ApprovalError(errors.INVALID_REQUEST, f"{name}: a number of seconds >= 0", 422)
+    return min(value, cap)
+
+
+# runs ------------------------------------------------------------------------------------------
+async def declare_run(request: web.Request, ctx: Ctx) -> web.Response:
+    body = await read_body(request, m.RunIn)
+    spec = RunSpec(
+        approval_mode=body.approval_mode,
+        approval_rules=body.approval_rules,
+        tool_names=body.tool_names,
+        aliases=body.aliases,
+        profile=body.profile,
+        title=body.title,
+        executor_id=body.executor_id,
+        parent_run=body.parent_run,
+    )
+    run = await ctx.core.service.declare_run(ctx.who, ctx.ws, spec)
+    return json_response(m.run_out(run), 201)
+
+
+async def get_run(request: web.Request, ctx: Ctx) -> web.Response:
+    run = await ctx.core.service.get_run(ctx.who, ctx.ws, _run_id(request))
+    return json_response(m.run_out(run))
+
+
+async def stop_run(request: web.Request, ctx: Ctx) -> web.Response:
+    await read_body(request, m.EmptyIn)
+    run = await ctx.core.service.stop(ctx.who, ctx.ws, _run_id(request), via="api")
+    return json_response(m.run_out(run))
+
+
+async def retry_run(request: web.Request, ctx: Ctx) -> web.Response:
+    await read_body(request, m.EmptyIn)
+    run = await ctx.core.service.retry(ctx.who, ctx.ws, _run_id(request), via="api")
+    return json_response(m.run_out(run))
+
+
+async def abandon_run(request: web.Request, ctx: Ctx) -> web.Response:
+    await read_body(request, m.EmptyIn)
+    run = await ctx.core.service.abandon(ctx.who, ctx.ws, _run_id(request), via="api")
+    return json_response(m.run_out(run))
+
+
+# tasks -----------------------------------------------------------------------------------------
+async def append_task(request: web.Request, ctx: Ctx) -> web.Response:
+    body = await read_body(request, m.TaskIn)
+    spec = CallSpec(
+        tool_name=body.tool_name,
+        tool_input=body.tool_input,
+        key=body.key,
+        origin=body.origin,
+        effect_profile=body.effect_profile_json(),
+        failure_policy=body.failure_policy,
+        tool_names=body.tool_names,
+        approval_mode=body.approval_mode,
+    )
+    receipt = await ctx.core.service.append(ctx.who, ctx.ws, _run_id(request), spec, via="api")
+    # 200 for an idempotent replay of the same key and body: nothing new was created.
+    status = 200 if receipt.replayed else 201
+    return json_response(m.task_out(receipt.task, receipt.resolution_token), status)
+
+
+async def get_task(request: web.Request, ctx: Ctx) -> web.Response:
+    wait = seconds_param(request, "wait", MAX_WAIT)
+    service = ctx.core.service
+    run_id, key = _run_id(request), _key(request)
+    if wait > 0:
+        task = await service.wait_task(ctx.who, ctx.ws, run_id, key, wait)
+    else:
+        task = await service.get_task(ctx.who, ctx.ws, run_id, key)
+    return json_response(m.task_out(task))
+
+
+async def approve(request: web.Request, ctx: Ctx) -> web.Response:
+    await read_body(request, m.EmptyIn)
+    task = await ctx.core.service.approve(
+        ctx.who, ctx.ws, _run_id(request), _key(request), via="api"
+    )
+    return json_response(m.task_out(task))
+
+
+async def deny(request: web.Request, ctx: Ctx) -> web.Response:
+    body = await read_body(request, m.DenyIn)
+    task = await ctx.core.service.deny(
+        ctx.who, ctx.ws, _run_id(request), _key(request), reason=body.reason, via="api"
+    )
+    return json_response(m.task_out(task))
+
+
+async def resolve(request: web.Request, ctx: Ctx) -> web.Response:
+    """Answer or decline a question: with a member credential, or with the resolution token of
+    an author ask instead of any credential."""
+    body = await read_body(request, m.ResolutionIn)
+    principal = ctx.principal
+    if body.resolution_token is None:
+        principal = ctx.who
+        check_workspace(principal, ctx.ws)
+    task = await ctx.core.service.resolve(
+        principal,
+        ctx.ws,
+        _run_id(request),
+        _key(request),
+        content=body.content,
+        outcome=body.outcome,
+        resolution_token=body.resolution_token,
+        via="api",
+    )
+    return json_response(m.task_out(task))
+
+
+# the member plane's inbox ----------------------------------------------------------------------
+async def asks(request: web.Request, ctx: Ctx) -> web.Response:
+    """Every decision now resting on a person, with what they need to decide it."""
+    require_member(ctx.who)
+    run_id = request.query.get("run_id") or None
+    tasks = await ctx.core.service.asks(ctx.who, ctx.ws, run_id=run_id)
+    titles: dict[str, str] = {}
+    async with ctx.core.store.read() as tx:
+        for run_key in {t.run_id for t in tasks}:
+            run = await tx.get_run(run_key)
+            titles[run_key] = run.title if run is not None else ""
+    items = [m.ask_out(t, titles.get(t.run_id, "")) for t in tasks]
+    return json_response({"asks": items})
+
+
+async def run_events(request: web.Request, ctx: Ctx) -> web.StreamResponse:
+    """The run's lifecycle feed. `work_available` notices are stored with the run's events but
+    belong to the executor's cable, so the feed leaves them out (their ids are simply skipped)."""
+    after = sse.last_event_id(request)
+    run = await ctx.core.service.get_run(ctx.who, ctx.ws, _run_id(request))
+    return await sse.stream(
+        request,
+        ctx.core.hub,
+        run_topic(run.id),
+        after,
+        lambda seq: ctx.core.service.events_after(run.id, seq),
+        position=lambda event: event.seq,
+        keep=lambda event: event.name != "work_available",
+    )

@@ -1,0 +1,501 @@
+"""The Python SDK: an async client for the HTTP API, on aiohttp, with the server's own wire models.
+
+For people::
+
+    async with Client(url, token) as client:
+        async for decision in client.workspace("acme").runs.run(run_id).decisions:
+            await (decision.answer(content="Now") if decision.is_question else decision.approve())
+
+For agents::
+
+    run = await client.workspace("acme").runs.declare(approval_mode="ask")
+    receipt = await run.call("bash", {"command": "make deploy"})  # waits for a person
+    answer = await run.ask("Which region?", options=["eu", "us"])
+
+`run.call` returns the granted task or raises `ApprovalDenied`, `ApprovalExpired`, `RunStopped`
+(typed, with `code`, `detail` and the task). A blocking twin lives in `adapters.http.sync_client`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import json
+import secrets
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
+
+import aiohttp
+
+from adapters.http import models as m
+
+if TYPE_CHECKING:
+    from adapters.http.sync_client import SyncRun
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+_LONG_POLL = 55.0  # below the server's cap, so one request never outlives its own timeout
+
+
+# errors ----------------------------------------------------------------------------------------
+class ApprovalbotError(Exception):
+    """Anything the service refused; `code` is the stable error code, `detail` says why."""
+
+    def __init__(self, code: str, detail: str, status: int = 0) -> None:
+        super().__init__(f"{code}: {detail}")
+        self.code = code
+        self.detail = detail
+        self.status = status
+
+
+class ApiError(ApprovalbotError):
+    """An HTTP error answer (`{"error": {...}}`); `body` holds every field of it."""
+
+    def __init__(self, status: int, body: dict[str, Any]) -> None:
+        super().__init__(
+            str(body.get("code", f"http_{status}")), str(body.get("detail", "")), status
+        )
+        self.body = body
+
+
+class CallRefused(ApprovalbotError):
+    """A call or question ended without a grant; `task` is how it ended."""
+
+    def __init__(self, task: m.TaskOut) -> None:
+        error = task.error or {}
+        super().__init__(str(error.get("code", task.state)), str(error.get("detail", "")))
+        self.task = task
+
+
+class ApprovalDenied(CallRefused):
+    """Refused: by a rule, by a person (`detail` is their reason), or the tool is undeclared."""
+
+
+class ApprovalExpired(CallRefused):
+    """Nobody decided before the deadline (`approval_expired` or `question_expired`)."""
+
+
+class QuestionDeclined(CallRefused):
+    """A person declined to answer the question."""
+
+
+class RunStopped(CallRefused):
+    """The run was stopped while the call waited."""
+
+
+def settled(task: m.TaskOut) -> m.TaskOut:
+    """The task if it ended well (granted or answered); otherwise the typed refusal."""
+    if task.state in ("granted", "resolved"):
+        return task
+    code = (task.error or {}).get("code")
+    if task.state == "timed_out":
+        raise ApprovalExpired(task)
+    if task.state == "cancelled":
+        raise RunStopped(task)
+    if code == "declined":
+        raise QuestionDeclined(task)
+    raise ApprovalDenied(task)
+
+
+# the client ------------------------------------------------------------------------------------
+class Client:
+    """One connection pool to one approvalbot service. `token` is an application token (agents)
+    or a member token (people)."""
+
+    def __init__(
+        self,
+        url: str,
+        token: str | None = None,
+        *,
+        session: aiohttp.ClientSession | None = None,
+        retries: int = 3,
+    ) -> None:
+        self.url = url.rstrip("/")
+        self.token = token
+        self.retries = retries
+        self._session = session
+        self._own_session = session is None
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            self._session = aiohttp.ClientSession()
+        return self._session
+
+    def headers(self, extra: dict[str, str] | None = None) -> dict[str, str]:
+        headers = {"Accept": "application/json"}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        return headers | (extra or {})
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        query: dict[str, str] | None = None,
+        idempotent: bool | None = None,
+    ) -> Any:
+        """One JSON request; an error answer raises `ApiError`. Idempotent requests (every GET,
+        and appends carrying a key) are retried on connection failures."""
+        retry = method == "GET" if idempotent is None else idempotent
+        data = None if body is None else json.dumps(body).encode()
+        headers = self.headers({"Content-Type": "application/json"} if data else None)
+        for attempt in range(self.retries + 1 if retry else 1):
+            try:
+                async with self.session.request(
+                    method, self.url + path, data=data, headers=headers, params=query
+                ) as response:
+                    text = await response.text()
+                    payload = json.loads(text) if text else None
+                    if response.status >= 400:
+                        error = payload.get("error") if isinstance(payload, dict) else None
+                        raise ApiError(response.status, error or {"detail": text[:200]})
+                    return payload
+            except (TimeoutError, aiohttp.ClientConnectionError):
+                if attempt >= self.retries or not retry:
+                    raise
+                await asyncio.sleep(min(2.0, 0.1 * 2**attempt))
+        raise AssertionError("unreachable")
+
+    def workspace(self, workspace_id: str) -> Workspace:
+        return Workspace(self, workspace_id)
+
+    async def close(self) -> None:
+        if self._session is not None and self._own_session:
+            await self._session.close()
+        self._session = None
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        await self.close()
+
+
+class Workspace:
+    def __init__(self, client: Client, workspace_id: str) -> None:
+        self.client = client
+        self.id = workspace_id
+        self.base = f"/v1/workspaces/{workspace_id}"
+        self.runs = Runs(self)
+
+    async def asks(self, run_id: str | None = None) -> list[m.AskOut]:
+        """Every decision now resting on a person (member credential)."""
+        query = {"run_id": run_id} if run_id else None
+        body = await self.client.request("GET", self.base + "/asks", query=query)
+        return m.AsksOut.model_validate(body).asks
+
+    @property
+    def decisions(self) -> Decisions:
+        """Workspace-wide: one `Decision` per task resting on a person."""
+        return Decisions(self, None)
+
+    async def register_executor(self, name: str) -> m.ExecutorOut:
+        body = await self.client.request("POST", self.base + "/executors", {"name": name})
+        return m.ExecutorOut.model_validate(body)
+
+
+class Runs:
+    def __init__(self, workspace: Workspace) -> None:
+        self.workspace = workspace
+
+    def run(self, run_id: str) -> Run:
+        return Run(self.workspace, run_id)
+
+    async def declare(
+        self,
+        *,
+        approval_mode: str | None = None,
+        approval_rules: list[dict[str, Any]] | None = None,
+        tool_names: list[str] | None = None,
+        aliases: dict[str, str] | None = None,
+        profile: str | None = None,
+        title: str = "",
+        executor_id: str | None = None,
+        parent_run: str | None = None,
+    ) -> Run:
+        fields = {
+            "approval_mode": approval_mode,
+            "approval_rules": approval_rules,
+            "tool_names": tool_names,
+            "aliases": aliases,
+            "profile": profile,
+            "title": title or None,
+            "executor_id": executor_id,
+            "parent_run": parent_run,
+        }
+        body = {k: v for k, v in fields.items() if v is not None}
+        answer = await self.workspace.client.request("POST", self.workspace.base + "/runs", body)
+        run = Run(self.workspace, str(answer["id"]))
+        run.declared = m.RunOut.model_validate(answer)
+        return run
+
+
+class Run:
+    """A run, for agents (declare, call, ask) and people (its decisions)."""
+
+    def __init__(self, workspace: Workspace, run_id: str) -> None:
+        self.workspace = workspace
+        self.client = workspace.client
+        self.id = run_id
+        self.base = f"{workspace.base}/runs/{run_id}"
+        self.declared: m.RunOut | None = None
+
+    async def get(self) -> m.RunOut:
+        return m.RunOut.model_validate(await self.client.request("GET", self.base))
+
+    async def _verb(self, verb: str) -> m.RunOut:
+        return m.RunOut.model_validate(await self.client.request("POST", f"{self.base}/{verb}"))
+
+    async def stop(self) -> m.RunOut:
+        return await self._verb("stop")
+
+    async def retry(self) -> m.RunOut:
+        return await self._verb("retry")
+
+    async def abandon(self) -> m.RunOut:
+        return await self._verb("abandon")
+
+    # agents ------------------------------------------------------------------------------------
+    async def append(self, tool_name: str, tool_input: Any, **fields: Any) -> m.TaskOut:
+        """Append a call and return the receipt at once (it may be parked). A key is made here
+        when none is given, so a retry after a lost answer is the same append, not a second."""
+        body = {"tool_name": tool_name, "tool_input": tool_input} | {
+            k: v for k, v in fields.items() if v is not None
+        }
+        body.setdefault("key", secrets.token_hex(8))
+        answer = await self.client.request("POST", self.base + "/tasks", body, idempotent=True)
+        return m.TaskOut.model_validate(answer)
+
+    async def task(self, key: str, *, wait: float = 0) -> m.TaskOut:
+        query = {"wait": f"{wait:g}"} if wait > 0 else None
+        answer = await self.client.request("GET", f"{self.base}/tasks/{key}", query=query)
+        return m.TaskOut.model_validate(answer)
+
+    async def wait(self, key: str, timeout: float | None = None) -> m.TaskOut:
+        """Long-poll until the task leaves its waiting state (or `timeout` seconds pass)."""
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        while True:
+            left = _LONG_POLL if deadline is None else min(_LONG_POLL, deadline - loop.time())
+            task = await self.task(key, wait=max(left, 0.0))
+            if not task.parked or (deadline is not None and loop.time() >= deadline):
+                return task
+
+    async def call(
+        self,
+        tool: str,
+        tool_input: Any = None,
+        *,
+        key: str | None = None,
+        effect_profile: dict[str, Any] | None = None,
+        origin: str | None = None,
+        failure_policy: str | None = None,
+        timeout: float | None = None,
+    ) -> m.TaskOut:
+        """Put a call through approval and wait for the outcome: the granted task, or a typed
+        refusal (`ApprovalDenied`, `ApprovalExpired`, `RunStopped`)."""
+        receipt = await self.append(
+            tool,
+            {} if tool_input is None else tool_input,
+            key=key,
+            effect_profile=effect_profile,
+            origin=origin,
+            failure_policy=failure_policy,
+        )
+        task = await self.wait(receipt.key, timeout) if receipt.parked else receipt
+        if task.parked:
+            raise TimeoutError(f"task {task.key} is still {task.state} after {timeout}s")
+        return settled(task)
+
+    async def ask(
+        self,
+        prompt: str,
+        options: list[str] | None = None,
+        *,
+        multi: bool = False,
+        key: str | None = None,
+        timeout: float | None = None,
+    ) -> Any:
+        """Ask people and return the answer: text, one option, or (multi) a list of options."""
+        question: dict[str, Any] = {"prompt": prompt}
+        if options is not None:
+            question["options"] = options
+        if multi:
+            question["multi"] = True
+        task = await self.call("ask", question, key=key, timeout=timeout)
+        return (task.resolution or {}).get("content")
+
+    def require_approval(
+        self, *, tool: str | None = None, effect_profile: dict[str, Any] | None = None
+    ) -> Callable[[Callable[P, Awaitable[R]]], Callable[P, Coroutine[Any, Any, R]]]:
+        """Decorate an async function: each call is put through approval first (its bound
+        arguments are the tool input) and runs only when granted."""
+
+        def decorate(func: Callable[P, Awaitable[R]]) -> Callable[P, Coroutine[Any, Any, R]]:
+            name = tool or func.__name__
+
+            @functools.wraps(func)
+            async def guarded(*args: P.args, **kwargs: P.kwargs) -> R:
+                await self.call(name, call_input(func, args, kwargs), effect_profile=effect_profile)
+                return await func(*args, **kwargs)
+
+            return guarded
+
+        return decorate
+
+    # people ------------------------------------------------------------------------------------
+    @property
+    def decisions(self) -> Decisions:
+        """One `Decision` per task of this run resting on a person."""
+        return Decisions(self.workspace, self.id)
+
+    async def approve(self, key: str) -> m.TaskOut:
+        answer = await self.client.request("POST", f"{self.base}/tasks/{key}/approve")
+        return m.TaskOut.model_validate(answer)
+
+    async def deny(self, key: str, reason: str = "") -> m.TaskOut:
+        body = {"reason": reason} if reason else None
+        answer = await self.client.request("POST", f"{self.base}/tasks/{key}/deny", body)
+        return m.TaskOut.model_validate(answer)
+
+    async def resolve(
+        self,
+        key: str,
+        content: Any = None,
+        *,
+        outcome: str | None = None,
+        resolution_token: str | None = None,
+    ) -> m.TaskOut:
+        fields = {"content": content, "outcome": outcome, "resolution_token": resolution_token}
+        body = {k: v for k, v in fields.items() if v is not None}
+        answer = await self.client.request("POST", f"{self.base}/tasks/{key}/resolution", body)
+        return m.TaskOut.model_validate(answer)
+
+    # the feed ----------------------------------------------------------------------------------
+    def events(self, last_event_id: int = 0) -> AsyncIterator[m.FeedEvent]:
+        """The run's lifecycle feed; reconnects after a drop, resuming from the last event id."""
+        return follow(self.client, self.base + "/events", last_event_id)
+
+
+def call_input(func: Callable[..., Any], args: Any, kwargs: Any) -> dict[str, Any]:
+    """The tool input for a decorated function: its bound arguments as JSON."""
+    bound = inspect.signature(func).bind(*args, **kwargs)
+    bound.apply_defaults()
+    loaded: dict[str, Any] = json.loads(json.dumps(bound.arguments, default=repr))
+    return loaded
+
+
+class Decision:
+    """One task resting on a person, with what they need to decide it and the verb that ends it."""
+
+    def __init__(self, run: Run, ask: m.AskOut) -> None:
+        self.run = run
+        self.task = ask
+
+    def __getattr__(self, name: str) -> Any:
+        # key, run_id, tool, tool_name, tool_input, effect_profile, deadline, why, prompt, …
+        return getattr(self.task, name)
+
+    @property
+    def is_question(self) -> bool:
+        return self.task.kind == "ask"
+
+    async def approve(self) -> m.TaskOut:
+        return await self.run.approve(self.task.key)
+
+    async def deny(self, reason: str = "") -> m.TaskOut:
+        return await self.run.deny(self.task.key, reason)
+
+    async def answer(self, content: Any) -> m.TaskOut:
+        return await self.run.resolve(self.task.key, content)
+
+    async def decline(self) -> m.TaskOut:
+        return await self.run.resolve(self.task.key, outcome="failed")
+
+    def __repr__(self) -> str:
+        what = self.task.prompt if self.is_question else self.task.tool
+        return f"<Decision {self.task.run_id}/{self.task.key} {self.task.kind}: {what}>"
+
+
+class Decisions:
+    """`async for decision in run.decisions` — a snapshot of what rests on people now."""
+
+    def __init__(self, workspace: Workspace, run_id: str | None) -> None:
+        self.workspace = workspace
+        self.run_id = run_id
+
+    async def list(self) -> list[Decision]:
+        asks = await self.workspace.asks(self.run_id)
+        return [Decision(self.workspace.runs.run(a.run_id), a) for a in asks]
+
+    async def __aiter__(self) -> AsyncIterator[Decision]:
+        for decision in await self.list():
+            yield decision
+
+
+# Server-Sent Events ----------------------------------------------------------------------------
+async def follow(client: Client, path: str, last_event_id: int = 0) -> AsyncIterator[m.FeedEvent]:
+    """Yield events from an SSE route forever, reconnecting with `Last-Event-ID` after drops."""
+    last = last_event_id
+    pause = 0.1
+    while True:
+        try:
+            headers = client.headers({"Accept": "text/event-stream"})
+            if last:
+                headers["Last-Event-ID"] = str(last)
+            timeout = aiohttp.ClientTimeout(total=None, sock_read=60)
+            async with client.session.get(
+                client.url + path, headers=headers, timeout=timeout
+            ) as response:
+                if response.status >= 400:
+                    payload = json.loads(await response.text() or "{}")
+                    raise ApiError(response.status, payload.get("error") or {})
+                pause = 0.1
+                async for event in parse_sse(response.content):
+                    last = event.id
+                    yield event
+        except (TimeoutError, aiohttp.ClientConnectionError, aiohttp.ClientPayloadError):
+            pass  # dropped: reconnect from `last`
+        await asyncio.sleep(pause)
+        pause = min(5.0, pause * 2)
+
+
+async def parse_sse(stream: aiohttp.StreamReader) -> AsyncIterator[m.FeedEvent]:
+    event_id, name = 0, "message"
+    data: list[str] = []
+    async for raw in stream:
+        line = raw.decode().rstrip("\r\n")
+        if not line:
+            if data:
+                yield m.FeedEvent(id=event_id, event=name, data=json.loads("\n".join(data)))
+            name, data = "message", []
+            continue
+        field, _, value = line.partition(":")
+        value = value.removeprefix(" ")
+        if field == "id" and value.isdigit():
+            event_id = int(value)
+        elif field == "event":
+            name = value
+        elif field == "data":
+            data.append(value)
+
+
+@overload
+def require_approval(
+    run: Run, *, tool: str | None = None, effect_profile: dict[str, Any] | None = None
+) -> Callable[[Callable[P, Awaitable[R]]], Callable[P, Coroutine[Any, Any, R]]]: ...
+@overload
+def require_approval(
+    run: SyncRun, *, tool: str | None = None, effect_profile: dict[str, Any] | None = None
+) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
+def require_approval(
+    run: Run | SyncRun, *, tool: str | None = None, effect_profile: dict[str, Any] | None = None
+) -> Any:
+    """`@require_approval(run)`: the decorated function runs only after approval; with an async
+    `Run` decorate `async def` functions, with a `SyncRun` plain ones."""
+    return run.require_approval(tool=tool, effect_profile=effect_profile)

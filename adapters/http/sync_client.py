@@ -1,0 +1,185 @@
+"""A blocking twin of the SDK for plain Python code: the async client runs on a private event loop
+in a daemon thread, and every method here waits for its result. Same behaviour, same models,
+same typed refusals as `adapters.http.client`::
+
+    client = SyncClient(url, token)
+    run = client.workspace("acme").runs.declare(approval_mode="ask")
+
+    @require_approval(run)
+    def deploy(env: str) -> None: ...
+
+    for decision in client.workspace("acme").decisions():
+        decision.approve()
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import threading
+from collections.abc import Callable, Coroutine, Iterator
+from typing import Any, ParamSpec, TypeVar
+
+from adapters.http import client as c
+from adapters.http import models as m
+
+P = ParamSpec("P")
+R = TypeVar("R")
+T = TypeVar("T")
+
+
+class _Loop:
+    """An event loop on its own thread; `run` blocks the caller until the coroutine is done."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+
+    def stop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=5)
+        self.loop.close()
+
+
+class SyncClient:
+    def __init__(self, url: str, token: str | None = None) -> None:
+        self._loop = _Loop()
+        self.client = c.Client(url, token)
+
+    def workspace(self, workspace_id: str) -> SyncWorkspace:
+        return SyncWorkspace(self._loop, self.client.workspace(workspace_id))
+
+    def close(self) -> None:
+        self._loop.run(self.client.close())
+        self._loop.stop()
+
+    def __enter__(self) -> SyncClient:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+
+class SyncWorkspace:
+    def __init__(self, loop: _Loop, workspace: c.Workspace) -> None:
+        self._loop = loop
+        self.workspace = workspace
+        self.id = workspace.id
+        self.runs = SyncRuns(loop, workspace.runs)
+
+    def asks(self, run_id: str | None = None) -> list[m.AskOut]:
+        return self._loop.run(self.workspace.asks(run_id))
+
+    def decisions(self) -> list[SyncDecision]:
+        found = self._loop.run(self.workspace.decisions.list())
+        return [SyncDecision(self._loop, d) for d in found]
+
+    def register_executor(self, name: str) -> m.ExecutorOut:
+        return self._loop.run(self.workspace.register_executor(name))
+
+
+class SyncRuns:
+    def __init__(self, loop: _Loop, runs: c.Runs) -> None:
+        self._loop = loop
+        self._runs = runs
+
+    def run(self, run_id: str) -> SyncRun:
+        return SyncRun(self._loop, self._runs.run(run_id))
+
+    def declare(self, **fields: Any) -> SyncRun:
+        return SyncRun(self._loop, self._loop.run(self._runs.declare(**fields)))
+
+
+class SyncRun:
+    def __init__(self, loop: _Loop, run: c.Run) -> None:
+        self._loop = loop
+        self.run = run
+        self.id = run.id
+
+    def get(self) -> m.RunOut:
+        return self._loop.run(self.run.get())
+
+    def stop(self) -> m.RunOut:
+        return self._loop.run(self.run.stop())
+
+    def retry(self) -> m.RunOut:
+        return self._loop.run(self.run.retry())
+
+    def abandon(self) -> m.RunOut:
+        return self._loop.run(self.run.abandon())
+
+    def append(self, tool_name: str, tool_input: Any, **fields: Any) -> m.TaskOut:
+        return self._loop.run(self.run.append(tool_name, tool_input, **fields))
+
+    def task(self, key: str, *, wait: float = 0) -> m.TaskOut:
+        return self._loop.run(self.run.task(key, wait=wait))
+
+    def call(self, tool: str, tool_input: Any = None, **options: Any) -> m.TaskOut:
+        return self._loop.run(self.run.call(tool, tool_input, **options))
+
+    def ask(self, prompt: str, options: list[str] | None = None, **more: Any) -> Any:
+        return self._loop.run(self.run.ask(prompt, options, **more))
+
+    def decisions(self) -> list[SyncDecision]:
+        found = self._loop.run(self.run.decisions.list())
+        return [SyncDecision(self._loop, d) for d in found]
+
+    def approve(self, key: str) -> m.TaskOut:
+        return self._loop.run(self.run.approve(key))
+
+    def deny(self, key: str, reason: str = "") -> m.TaskOut:
+        return self._loop.run(self.run.deny(key, reason))
+
+    def resolve(self, key: str, content: Any = None, **options: Any) -> m.TaskOut:
+        return self._loop.run(self.run.resolve(key, content, **options))
+
+    def events(self, last_event_id: int = 0) -> Iterator[m.FeedEvent]:
+        """Blocks for each next event; reconnects like the async feed."""
+        feed = self.run.events(last_event_id)
+        while True:
+            yield self._loop.run(anext(feed))  # type: ignore[arg-type]
+
+    def require_approval(
+        self, *, tool: str | None = None, effect_profile: dict[str, Any] | None = None
+    ) -> Callable[[Callable[P, R]], Callable[P, R]]:
+        """Decorate a plain function: each call is put through approval first."""
+
+        def decorate(func: Callable[P, R]) -> Callable[P, R]:
+            name = tool or func.__name__
+
+            @functools.wraps(func)
+            def guarded(*args: P.args, **kwargs: P.kwargs) -> R:
+                tool_input = c.call_input(func, args, kwargs)
+                self.call(name, tool_input, effect_profile=effect_profile)
+                return func(*args, **kwargs)
+
+            return guarded
+
+        return decorate
+
+
+class SyncDecision:
+    def __init__(self, loop: _Loop, decision: c.Decision) -> None:
+        self._loop = loop
+        self.decision = decision
+        self.task = decision.task
+        self.is_question = decision.is_question
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.task, name)
+
+    def approve(self) -> m.TaskOut:
+        return self._loop.run(self.decision.approve())
+
+    def deny(self, reason: str = "") -> m.TaskOut:
+        return self._loop.run(self.decision.deny(reason))
+
+    def answer(self, content: Any) -> m.TaskOut:
+        return self._loop.run(self.decision.answer(content))
+
+    def decline(self) -> m.TaskOut:
+        return self._loop.run(self.decision.decline())

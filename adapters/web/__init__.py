@@ -1,0 +1,46 @@
+"""The browser page: server-rendered, works without JavaScript, live with it.
+
+`setup_web(app, core, settings)` mounts it on the service's aiohttp application. URLs chat
+messages link to are built by `adapters.web.links`.
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from adapters.web import actions, exports, stream, views
+from adapters.web.context import STATIC, WEB, WebState, make_env
+from adapters.web.session import Signer
+from bot.config import Settings
+from bot.core import Core
+
+
+async def _stop_streams(app: web.Application) -> None:
+    app[WEB].stopping.set()
+
+
+def setup_web(app: web.Application, core: Core, settings: Settings) -> None:
+    secure = settings.server.public_url.startswith("https://")
+    app[WEB] = WebState(core, settings, make_env(), Signer(core.service.secret), secure)
+    app.on_shutdown.append(_stop_streams)
+    add = app.router
+    add.add_get("/", views.index)
+    add.add_get("/login", actions.login_form)
+    add.add_post("/login", actions.login)
+    add.add_get("/login/{token}", actions.login_link)
+    add.add_post("/logout", actions.logout)
+    add.add_get("/inbox", views.inbox)
+    add.add_get("/decisions/{run_id}/{key}", views.decision)
+    add.add_post("/decisions/{run_id}/{key}/{action}", actions.decide)
+    add.add_get("/runs", views.runs)
+    add.add_get("/runs/{run_id}", views.run_page)
+    add.add_post("/runs/{run_id}/{action}", actions.run_action)
+    add.add_get("/history", views.history)
+    add.add_get("/history/log.csv", exports.export_csv)
+    add.add_get("/history/log.json", exports.export_json)
+    add.add_get("/web/inbox", views.inbox_fragment)
+    add.add_get("/web/stream", stream.stream)
+    add.add_static("/web/static", STATIC)
+
+
+__all__ = ["setup_web"]

@@ -1,0 +1,245 @@
+"""How a call reads on the page: a shell command as a code block, a file edit as a diff, a
+question as its prompt and options, anything else as pretty JSON. Pure functions; the templates
+escape whatever they print."""
+
+from __future__ import annotations
+
+import difflib
+import json
+import shlex
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+from bot.domain import Task
+from bot.durations import format_duration
+from bot.effects import known_keys
+
+BlockKind = Literal["command", "diff", "code", "json", "text"]
+_COMMAND_KEYS = ("command", "cmd", "script")
+_PATH_KEYS = ("file_path", "path", "file", "filename", "notebook_path")
+_CONTENT_KEYS = ("content", "new_source", "text")
+
+
+@dataclass(frozen=True)
+class Line:
+    cls: str  # add, del, hunk, meta, ctx
+    text: str
+
+
+@dataclass
+class Block:
+    kind: BlockKind
+    title: str
+    text: str = ""
+    lines: list[Line] = field(default_factory=list)
+
+    @property
+    def line_count(self) -> int:
+        return len(self.lines) if self.kind == "diff" else self.text.count("\n") + 1
+
+
+@dataclass
+class CallView:
+    blocks: list[Block]
+    rest: str = ""  # the remaining input keys as JSON, when there are any
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False)
+
+
+def _scalar_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False)
+
+
+def command_text(value: Any) -> str | None:
+    """A command as a person reads it: a string as it is, an argv list shell-quoted."""
+    if isinstance(value, str) and value.strip():
+        return value
+    if isinstance(value, list) and value:
+        if all(isinstance(v, str) for v in value):
+            return shlex.join(value)
+        if all(isinstance(v, str | int | float | bool) or v is None for v in value):
+            return " ".join(_scalar_text(v) for v in value)
+    return None
+
+
+def _path_of(tool_input: dict[str, Any]) -> str:
+    for key in _PATH_KEYS:
+        value = tool_input.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return ""
+
+
+def diff_lines(old: str, new: str, path: str) -> list[Line]:
+    name = path or "file"
+    diff = difflib.unified_diff(
+        old.splitlines(), new.splitlines(), f"a/{name}", f"b/{name}", lineterm="", n=3
+    )
+    return [Line(_line_class(text), text) for text in diff]
+
+
+def _line_class(text: str) -> str:
+    if text.startswith(("+++", "---")):
+        return "meta"
+    if text.startswith("@@"):
+        return "hunk"
+    if text.startswith("+"):
+        return "add"
+    if text.startswith("-"):
+        return "del"
+    return "ctx"
+
+
+def _edits(tool_input: dict[str, Any]) -> list[tuple[str, str]] | None:
+    """Edit-shaped inputs: {old_string, new_string} or {edits: [{old_string, new_string}…]}."""
+    if isinstance(tool_input.get("old_string"), str) and isinstance(
+        tool_input.get("new_string"), str
+    ):
+        return [(tool_input["old_string"], tool_input["new_string"])]
+    edits = tool_input.get("edits")
+    if isinstance(edits, list) and edits:
+        pairs = []
+        for edit in edits:
+            if not isinstance(edit, dict):
+                return None
+            old, new = edit.get("old_string"), edit.get("new_string")
+            if not isinstance(old, str) or not isinstance(new, str):
+                return None
+            pairs.append((old, new))
+        return pairs
+    return None
+
+
+def render_call(task: Task) -> CallView:
+    """Blocks for the call's input; keys they show are left out of `rest`."""
+    data = task.tool_input
+    if not isinstance(data, dict):
+        if isinstance(data, str):
+            return CallView([Block("text", "input", data)])
+        return CallView([Block("json", "input", _json(data))])
+    used: set[str] = set()
+    blocks: list[Block] = []
+    for key in _COMMAND_KEYS:
+        text = command_text(data.get(key))
+        if text is not None:
+            blocks.append(Block("command", key, text))
+            used.add(key)
+            break
+    path = _path_of(data)
+    edits = _edits(data)
+    if edits is not None:
+        lines: list[Line] = []
+        for old, new in edits:
+            lines.extend(diff_lines(old, new, path) or [Line("ctx", "(no change)")])
+        blocks.append(Block("diff", f"edit of {path}" if path else "edit", lines=lines))
+        used |= {"old_string", "new_string", "edits", "replace_all"}
+        used |= {k for k in _PATH_KEYS if data.get(k) == path}
+    else:
+        for key in ("patch", "diff"):
+            value = data.get(key)
+            if isinstance(value, str) and value.strip():
+                lines = [Line(_line_class(t), t) for t in value.splitlines()]
+                blocks.append(Block("diff", key, lines=lines))
+                used.add(key)
+                break
+        else:
+            for key in _CONTENT_KEYS:
+                value = data.get(key)
+                if isinstance(value, str) and path:
+                    blocks.append(Block("code", f"writes {path}", value))
+                    used |= {key} | {k for k in _PATH_KEYS if data.get(k) == path}
+                    break
+    rest = {k: v for k, v in data.items() if k not in used}
+    if not blocks:
+        return CallView([Block("json", "input", _json(data))])
+    return CallView(blocks, _json(rest) if rest else "")
+
+
+def clip(text: str, max_lines: int = 24) -> tuple[str, int]:
+    """Head and tail of a long text, and how many lines were left out."""
+    lines = text.split("\n")
+    if len(lines) <= max_lines:
+        return text, 0
+    head = max_lines * 2 // 3
+    tail = max_lines - head
+    hidden = len(lines) - head - tail
+    return "\n".join([*lines[:head], f"… {hidden} more lines …", *lines[-tail:]]), hidden
+
+
+def clip_lines(lines: list[Line], max_lines: int = 40) -> tuple[list[Line], int]:
+    if len(lines) <= max_lines:
+        return lines, 0
+    head = max_lines * 2 // 3
+    tail = max_lines - head
+    hidden = len(lines) - head - tail
+    marker = Line("hunk", f"… {hidden} more lines …")
+    return [*lines[:head], marker, *lines[-tail:]], hidden
+
+
+@dataclass
+class ProfileView:
+    summary: str
+    effects: list[str]
+    targets: list[str]
+    risk: str
+    reversible: bool | None
+    derived: bool
+    other: list[tuple[str, str]]
+
+
+def profile_view(profile: dict[str, Any] | None) -> ProfileView:
+    """The frozen effect profile as badges: effects, risk, reversibility, targets, the rest."""
+    profile = profile or {}
+    effects = profile.get("effects")
+    targets = profile.get("targets")
+    risk = profile.get("risk")
+    reversible = profile.get("reversible")
+    other = [
+        (str(k), _scalar_text(v))
+        for k, v in profile.items()
+        if k not in known_keys() and k != "derived"
+    ]
+    return ProfileView(
+        summary=str(profile.get("summary") or ""),
+        effects=[str(e) for e in effects] if isinstance(effects, list) else [],
+        targets=[str(t) for t in targets] if isinstance(targets, list) else [],
+        risk=risk if risk in ("low", "medium", "high") else "",
+        reversible=reversible if isinstance(reversible, bool) else None,
+        derived=bool(profile.get("derived")),
+        other=other,
+    )
+
+
+def question(task: Task) -> tuple[str, list[str], bool]:
+    """A question's prompt, options and whether several may be chosen."""
+    data = task.tool_input if isinstance(task.tool_input, dict) else {}
+    options = data.get("options")
+    return (
+        str(data.get("prompt") or ""),
+        [str(o) for o in options] if isinstance(options, list) else [],
+        bool(data.get("multi")),
+    )
+
+
+def remaining(deadline: datetime | None, now: datetime) -> str:
+    if deadline is None:
+        return ""
+    if deadline <= now:
+        return "expiring now"
+    return "expires in " + format_duration(deadline - now)
+
+
+def when(value: datetime | None) -> str:
+    return value.strftime("%Y-%m-%d %H:%M:%S UTC") if value is not None else ""
+
+
+def resolution_text(task: Task) -> str:
+    content = (task.resolution or {}).get("content")
+    if isinstance(content, list):
+        return ", ".join(str(c) for c in content)
+    return "" if content is None else str(content)

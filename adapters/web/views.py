@@ -1,0 +1,263 @@
+"""The pages people read: inbox, a decision's own page, runs, a run's page, history."""
+
+from __future__ import annotations
+
+import collections
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+
+from adapters.web import render
+from adapters.web.context import (
+    error_html,
+    fragment,
+    member_of,
+    page,
+    require_member,
+    state,
+)
+from bot.domain import Event, Principal, Run, Task
+from bot.errors import ApprovalError
+from bot.service import ending_word
+
+OUTCOMES = {
+    "approved": ("granted",),
+    "denied": ("failed",),
+    "declined": ("failed",),
+    "answered": ("resolved",),
+    "expired": ("timed_out",),
+    "cancelled": ("cancelled",),
+}
+ENDED_STATES = ("granted", "failed", "resolved", "timed_out", "cancelled")
+SURFACES = ("web", "telegram", "slack", "api", "cli", "clock", "token")
+FEED_LIMIT = 300
+
+
+@dataclass
+class Card:
+    """One decision as the page shows it."""
+
+    task: Task
+    run: Run | None
+    call: render.CallView
+    profile: render.ProfileView
+    prompt: str
+    options: list[str]
+    multi: bool
+    remaining: str
+    hidden: int  # lines left out of the card (the decision page shows them)
+
+    @property
+    def ident(self) -> str:
+        return f"{self.task.run_id}/{self.task.key}"
+
+    @property
+    def outcome(self) -> str:
+        return "" if self.task.parked else ending_word(self.task)
+
+
+def make_card(task: Task, run: Run | None, request: web.Request, *, full: bool) -> Card:
+    view = render.render_call(task)
+    hidden = 0
+    if not full:
+        for block in view.blocks:
+            if block.kind == "diff":
+                block.lines, more = render.clip_lines(block.lines)
+            else:
+                block.text, more = render.clip(block.text)
+            hidden += more
+        view.rest, more = render.clip(view.rest, 12)
+        hidden += more
+    prompt, options, multi = render.question(task)
+    now = state(request).core.clock.now()
+    return Card(
+        task=task,
+        run=run,
+        call=view,
+        profile=render.profile_view(task.effect_profile),
+        prompt=prompt,
+        options=options,
+        multi=multi,
+        remaining=render.remaining(task.deadline, now) if task.parked else "",
+        hidden=hidden,
+    )
+
+
+async def _runs(request: web.Request, run_ids: set[str]) -> dict[str, Run]:
+    found: dict[str, Run] = {}
+    async with state(request).core.store.read() as tx:
+        for run_id in run_ids:
+            run = await tx.get_run(run_id)
+            if run is not None:
+                found[run_id] = run
+    return found
+
+
+async def inbox_cards(request: web.Request, member: Principal) -> list[Card]:
+    service = state(request).core.service
+    tasks = await service.asks(member, member.workspace_id)
+    runs = await _runs(request, {t.run_id for t in tasks})
+    return [make_card(t, runs.get(t.run_id), request, full=False) for t in tasks]
+
+
+def not_found(request: web.Request, what: str) -> web.Response:
+    return web.Response(
+        text=error_html(request, 404, "Not found", f"not_found: {what} not found"),
+        status=404,
+        content_type="text/html",
+    )
+
+
+async def index(request: web.Request) -> web.Response:
+    raise web.HTTPSeeOther("/inbox" if member_of(request) else "/login")
+
+
+async def inbox(request: web.Request) -> web.Response:
+    member = require_member(request)
+    cards = await inbox_cards(request, member)
+    return page(request, "inbox.html", {"cards": cards, "keys": [c.ident for c in cards]})
+
+
+async def inbox_fragment(request: web.Request) -> web.Response:
+    """The inbox list alone: what the page's script swaps in when the stream says so."""
+    member = member_of(request)
+    if member is None:
+        raise web.HTTPUnauthorized(text="unauthorized: sign in again")
+    cards = await inbox_cards(request, member)
+    return fragment(request, "_inbox_list.html", {"cards": cards, "keys": [c.ident for c in cards]})
+
+
+async def decision(request: web.Request) -> web.Response:
+    member = require_member(request)
+    run_id, key = request.match_info["run_id"], request.match_info["key"]
+    core = state(request).core
+    try:
+        task = await core.service.get_task(member, member.workspace_id, run_id, key)
+        run = await core.service.get_run(member, member.workspace_id, run_id)
+    except ApprovalError:
+        return not_found(request, "decision")
+    history = await core.store.log_entries(member.workspace_id, run_id=run_id, task_key=key)
+    rules = [
+        (index, json.dumps(run.approval_rules[index], ensure_ascii=False), index == task.rule_index)
+        for index in task.matched
+        if 0 <= index < len(run.approval_rules)
+    ]
+    return page(
+        request,
+        "decision.html",
+        {
+            "c": make_card(task, run, request, full=True),
+            "run": run,
+            "answer": render.resolution_text(task),
+            "raw_input": json.dumps(task.tool_input, indent=2, ensure_ascii=False),
+            "rules": rules,
+            "history": [r.entry for r in history],
+            "detail": _compact,
+        },
+    )
+
+
+def _compact(value: Any) -> str:
+    if not value:
+        return ""
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+async def runs(request: web.Request) -> web.Response:
+    member = require_member(request)
+    core = state(request).core
+    listed = await core.store.runs(member.workspace_id, limit=200)
+    waiting = collections.Counter(
+        t.run_id for t in await core.service.asks(member, member.workspace_id)
+    )
+    return page(request, "runs.html", {"runs": listed, "waiting": waiting})
+
+
+async def _feed(request: web.Request, run_id: str) -> tuple[list[Event], int]:
+    """The run's latest events (oldest first) and how many earlier ones were left out."""
+    store = state(request).core.store
+    kept: collections.deque[Event] = collections.deque(maxlen=FEED_LIMIT)
+    seq, total = 0, 0
+    while True:
+        batch = await store.events_after(run_id, seq)
+        kept.extend(batch)
+        total += len(batch)
+        if len(batch) < 500:
+            break
+        seq = batch[-1].seq
+    return list(kept), total - len(kept)
+
+
+async def run_page(request: web.Request) -> web.Response:
+    member = require_member(request)
+    run_id = request.match_info["run_id"]
+    core = state(request).core
+    try:
+        run = await core.service.get_run(member, member.workspace_id, run_id)
+    except ApprovalError:
+        return not_found(request, "run")
+    tasks = await core.store.tasks(member.workspace_id, run_id=run_id, limit=500)
+    events, earlier = await _feed(request, run_id)
+    return page(
+        request,
+        "run.html",
+        {
+            "run": run,
+            "rules_json": json.dumps(run.approval_rules, indent=2, ensure_ascii=False),
+            "tasks": tasks,
+            "events": events,
+            "earlier": earlier,
+            "word": ending_word,
+            "detail": _compact,
+        },
+    )
+
+
+def history_filters(request: web.Request) -> dict[str, str]:
+    query = request.query
+    filters = {k: query.get(k, "").strip() for k in ("outcome", "who", "tool", "via")}
+    if filters["outcome"] not in OUTCOMES:
+        filters["outcome"] = ""
+    return filters
+
+
+async def ended_decisions(
+    request: web.Request, member: Principal, filters: dict[str, str], limit: int = 200
+) -> list[Task]:
+    outcome = filters["outcome"]
+    tasks = await state(request).core.store.tasks(
+        member.workspace_id,
+        states=OUTCOMES[outcome] if outcome else ENDED_STATES,
+        tool=filters["tool"] or None,
+        resolved_by=filters["who"] or None,
+        via=filters["via"] or None,
+        parked_only=True,
+        limit=limit * 2 if outcome in ("denied", "declined") else limit,
+    )
+    if outcome:
+        tasks = [t for t in tasks if ending_word(t) == outcome]
+    return tasks[:limit]
+
+
+async def history(request: web.Request) -> web.Response:
+    member = require_member(request)
+    filters = history_filters(request)
+    tasks = await ended_decisions(request, member, filters)
+    async with state(request).core.store.read() as tx:
+        people = [m.name for m in await tx.list_members(member.workspace_id)]
+    return page(
+        request,
+        "history.html",
+        {
+            "tasks": tasks,
+            "filters": filters,
+            "outcomes": list(OUTCOMES),
+            "surfaces": SURFACES,
+            "people": people,
+            "word": ending_word,
+            "summary": lambda t: render.profile_view(t.effect_profile).summary or t.tool,
+            "answer": render.resolution_text,
+        },
+    )

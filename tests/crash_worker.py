@@ -1,0 +1,102 @@
+"""A service process with a mixed workload, for the crash test: it is SIGKILLed at random.
+
+It journals (with fsync) every receipt it got back and every notification it delivered, so the
+test can check after many crashes that nothing acknowledged was lost and nothing was shown twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import sys
+from pathlib import Path
+
+from bot.config import Settings
+from bot.core import Core
+from bot.domain import OutboxItem, Run, Task
+from bot.errors import ApprovalError
+from bot.service import CallSpec, RunSpec
+from store.migrate import upgrade
+from store.sql import SqlStore
+
+
+def journal(path: Path, line: str) -> None:
+    with path.open("a") as f:
+        f.write(line + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+class JournalNotifier:
+    """Delivers to a file; like a chat adapter it remembers what it sent and never repeats it."""
+
+    name = "chat"
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    async def deliver(self, item: OutboxItem, task: Task, run: Run) -> None:
+        sent = set(self.path.read_text().split()) if self.path.exists() else set()
+        if item.idempotency_key not in sent:
+            journal(self.path, item.idempotency_key)
+
+    async def healthy(self) -> bool:
+        return True
+
+
+async def main(url: str, folder: Path, seed: int, drain: bool) -> None:
+    settings = Settings.model_validate(
+        {"decisions": {"park_ttl": "2s", "question_ttl": "2s", "nudge_before": ["1s"]}}
+    )
+    store = SqlStore(url)
+    await upgrade(store.engine)
+    core = await Core.build(store, settings, notifiers={"chat": JournalNotifier(folder / "sent")})
+    # Leases of a killed life expire soon, so the last life need not wait a minute.
+    core.relay.lease = 2.0
+    admin = core.admin
+    try:
+        await admin.create_workspace("acme")
+        await admin.add_member("acme", "alice")
+        await admin.add_application("acme", "agent")
+    except ApprovalError:
+        pass  # made by an earlier life of this process
+    alice = await admin._principal("acme", "member", "alice")
+    agent = await admin._principal("acme", "application", "agent")
+    core.start()
+    s = core.service
+    if drain:
+        while await store.count_parked() or await store.outbox_backlog():
+            await asyncio.sleep(0.2)
+        await core.stop()
+        await store.close()
+        return
+    rng = random.Random(seed)
+    run = await s.declare_run(agent, "acme", RunSpec(approval_mode="ask", approval_rules=[
+        {"tool": "ls", "verdict": "allow"}, {"tool": "rm", "verdict": "deny"},
+    ]))  # fmt: skip
+    parked: list[str] = []
+    for i in range(10_000):
+        key = f"s{seed}-{i}"
+        roll = rng.random()
+        if roll < 0.5 or not parked:
+            tool = rng.choice(["ls", "rm", "deploy", "deploy", "ask"])
+            tool_input = {"prompt": "go?"} if tool == "ask" else {"n": i}
+            receipt = await s.append(agent, "acme", run.id, CallSpec(tool, tool_input, key=key))
+            journal(folder / "acked", f"{run.id} {key} {receipt.task.state}")
+            if receipt.task.parked:
+                parked.append(key)
+        else:
+            target = parked.pop(rng.randrange(len(parked)))
+            try:
+                if rng.random() < 0.5:
+                    await s.approve(alice, "acme", run.id, target)
+                else:
+                    await s.deny(alice, "acme", run.id, target)
+            except ApprovalError:
+                pass  # a question, or expired meanwhile
+        await asyncio.sleep(rng.random() * 0.01)
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1], Path(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "drain"))
