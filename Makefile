@@ -22,6 +22,10 @@ $(VENV)/.installed-test: pyproject.toml | $(VENV)/bin/python
 run: $(VENV)/.installed
 	$(VENV)/bin/approvalbot serve
 
+## demo: a simulated agent against the running service (start it first with `make run`)
+demo: $(VENV)/.installed
+	$(VENV)/bin/approvalbot demo
+
 # Browser tests drive Debian's Chromium through playwright (never a browser download).
 chromium:
 	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null)

@@ -115,7 +115,9 @@ def describe(result: Bootstrap | None) -> list[str]:
             f"person {result.admin!r} and application {result.app!r}"
         )
     if result.admin_token:
-        lines.append(f"approvalbot:   {result.admin}'s member token (shown once): {result.admin_token}")
+        lines.append(
+            f"approvalbot:   {result.admin}'s member token (shown once): {result.admin_token}"
+        )
     if result.app_token:
         lines.append(
             f"approvalbot:   {result.app}'s application token (shown once, for agents): "

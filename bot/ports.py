@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -85,6 +86,8 @@ class Tx(Protocol):
     async def insert_task(self, task: Task) -> None: ...
     async def get_task(self, run_id: str, key: str) -> Task | None: ...
     async def get_task_by_id(self, task_id: str) -> Task | None: ...
+    async def tasks_by_ids(self, task_ids: Sequence[str]) -> list[Task]: ...
+    async def parked_keys(self, run_id: str) -> list[tuple[str, str]]: ...
     async def parked_tasks(self, run_id: str) -> list[Task]: ...
     async def tasks_of_run(self, run_id: str) -> list[Task]: ...
     async def count_tasks(self, run_id: str) -> int: ...
@@ -109,7 +112,7 @@ class Tx(Protocol):
     async def add_timers(self, timers: Sequence[Timer]) -> None: ...
     async def cancel_timers(self, task_id: str) -> None: ...
     async def claim_due_timers(self, now: datetime, limit: int) -> list[Timer]: ...
-    async def finish_timer(self, timer_id: str) -> None: ...
+    async def finish_timers(self, timer_ids: Sequence[str]) -> None: ...
 
 
 class Store(Protocol):
@@ -177,3 +180,95 @@ class Notifier(Protocol):
 
 
 JsonDict = dict[str, Any]
+
+
+# Chat adapters' own state ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ChatCallback:
+    """What an opaque button id stands for (the button itself carries only `id`)."""
+
+    id: str
+    channel: str
+    task_id: str
+    action: str
+    option: int | None = None
+
+
+@dataclass(frozen=True)
+class ChatPrompt:
+    """A ForceReply prompt whose reply decides `task_id` (a deny reason, a free-text answer)."""
+
+    channel: str
+    chat_id: int
+    message_id: int
+    task_id: str
+    action: str
+    user_id: int
+
+
+@dataclass(frozen=True)
+class Versioned:
+    """A JSON record and the version a compare-and-swap must name (0: the record is absent)."""
+
+    data: dict[str, Any]
+    version: int
+
+
+@dataclass(frozen=True)
+class DigestPage:
+    """One digest message listing many decisions of a chat."""
+
+    id: int
+    channel: str
+    chat_id: int
+    message_id: int | None
+    task_ids: list[str]
+    is_open: bool
+    done: bool
+    shown: str
+    lease_until: float
+    version: int
+
+
+class ChatState(Protocol):
+    """What a chat adapter keeps between messages. Every write that could race between two
+    instances is a compare-and-swap on a version, so exactly one of them wins."""
+
+    async def save_callbacks(self, callbacks: Sequence[ChatCallback], at: datetime) -> None:
+        """Insert, keeping rows that exist (ids are derived, so a retry writes the same)."""
+        ...
+
+    async def callback(self, callback_id: str) -> ChatCallback | None: ...
+    async def get_ref(self, channel: str, task_id: str) -> Versioned | None: ...
+    async def swap_ref(
+        self, channel: str, task_id: str, data: dict[str, Any], version: int
+    ) -> bool: ...
+    async def refs(self, channel: str, task_ids: Sequence[str]) -> dict[str, Versioned]: ...
+    async def get_choice(self, channel: str, task_id: str) -> Versioned | None: ...
+    async def swap_choice(
+        self, channel: str, task_id: str, data: dict[str, Any], version: int
+    ) -> bool: ...
+    async def add_prompt(self, prompt: ChatPrompt, at: datetime) -> None: ...
+    async def prompt(self, channel: str, chat_id: int, message_id: int) -> ChatPrompt | None: ...
+    async def drop_prompt(self, channel: str, chat_id: int, message_id: int) -> bool: ...
+    async def add_to_digest(
+        self,
+        channel: str,
+        chat_id: int,
+        task_id: str,
+        page_size: int,
+        at: datetime,
+        fresh_for: float = 600.0,
+    ) -> DigestPage:
+        """Append to the chat's open page (a new one when it is full or older than
+        `fresh_for` seconds); atomic."""
+        ...
+
+    async def digest_pages(self, channel: str, chat_id: int | None = None) -> list[DigestPage]:
+        """Pages not yet done, oldest first."""
+        ...
+
+    async def get_page(self, page_id: int) -> DigestPage | None: ...
+    async def swap_page(self, page_id: int, version: int, **changes: Any) -> bool: ...

@@ -92,6 +92,21 @@ class CallSpec:
         return hashlib.sha256(text.encode()).hexdigest()
 
 
+@dataclass
+class _Writes:
+    """Events, log entries and notifications collected to be written in one go."""
+
+    events: list[NewEvent] = field(default_factory=list)
+    log: list[LogEntry] = field(default_factory=list)
+    outbox: list[OutboxItem] = field(default_factory=list)
+
+    async def flush(self, tx: Tx, at: datetime) -> None:
+        if self.events:
+            await tx.add_events(self.events, at)
+        await tx.add_log(self.log)
+        await tx.add_outbox(self.outbox)
+
+
 @dataclass(frozen=True)
 class Receipt:
     task: Task
@@ -526,14 +541,14 @@ class ApprovalService:
 
     async def _attention(self, tx: Tx, run_id: str) -> NewEvent:
         """`attention_required` naming every task of the run now resting on a person."""
-        parked = await tx.parked_tasks(run_id)
-        if any(t.state == "needs_approval" for t in parked):
+        parked = await tx.parked_keys(run_id)
+        if any(state == "needs_approval" for _, state in parked):
             reason = "approval_required"
         elif parked:
             reason = "awaiting_human"
         else:
             reason = "cleared"
-        keys = [t.key for t in parked]
+        keys = [key for key, _ in parked]
         return NewEvent(run_id, "attention_required", {"reason": reason, "blocked_task_keys": keys})
 
     @staticmethod
@@ -628,22 +643,25 @@ class ApprovalService:
         action: str,
         principal: Principal | None,
         detail: dict[str, Any] | None = None,
+        batch: _Writes | None = None,
     ) -> Task:
         """Compare-and-set the ending and write what goes with it; the loser gets
-        `already_decided` naming the winner."""
+        `already_decided` naming the winner. With `batch`, the writes are collected for the
+        caller to flush once (the clock ends many tasks per transaction)."""
         ended = await tx.end_task(task.id, PARKED_STATES, ending)
         if ended is None:
             current = await tx.get_task_by_id(task.id)
             raise already_decided(current or task)
         # Its timers are left to fire into nothing: touching timer rows here would lock them
         # in the opposite order to the clock loop (timer, then run).
-        await tx.add_events(
-            [self._settled_event(ended), await self._attention(tx, run.id)], ending.at
-        )
-        entry = self._log(run, ended, action, principal, ending.via, detail, ending.at)
-        await tx.add_log([entry])
+        writes = batch or _Writes()
+        writes.events.append(self._settled_event(ended))
+        writes.log.append(self._log(run, ended, action, principal, ending.via, detail, ending.at))
         if ended.resolution_token_hash is None:
-            await tx.add_outbox(self._outbox(ended, "ended", ending.at))
+            writes.outbox.extend(self._outbox(ended, "ended", ending.at))
+        if batch is None:
+            writes.events.append(await self._attention(tx, run.id))
+            await writes.flush(tx, ending.at)
         DECISIONS.labels(outcome=ended.state, via=ending.via).inc()
         DECISION_LATENCY.observe((ending.at - ended.created_at).total_seconds())
         return ended
@@ -920,53 +938,57 @@ class ApprovalService:
         """Act on every due deadline and nudge (claimed, so each fires once across instances)."""
         now = self.clock.now()
         touched: dict[str, Run] = {}
-        outbox = False
+        writes = _Writes()
         async with self.store.write() as tx:
             timers = await tx.claim_due_timers(now, limit)
+            await tx.finish_timers([t.id for t in timers])
+            tasks = {t.id: t for t in await tx.tasks_by_ids([t.task_id for t in timers])}
             # Lock runs in one global order so two instances' batches never deadlock.
             for timer in sorted(timers, key=lambda t: (t.run_id, t.due_at)):
-                await tx.finish_timer(timer.id)
                 run = touched.get(timer.run_id) or await tx.get_run(timer.run_id, for_update=True)
-                task = await tx.get_task_by_id(timer.task_id)
+                task = tasks.get(timer.task_id)
                 if run is None or task is None or not task.parked or task.deadline is None:
                     continue
                 touched[run.id] = run
                 if timer.kind == "nudge":
                     if task.deadline <= now:
                         continue  # expiring now: the ending says it, not a nudge
-                    outbox |= await self._nudge(tx, run, task, timer, now)
+                    await self._nudge(run, task, timer, now, writes)
                 else:
-                    await self._expire(tx, run, task, now)
-                    outbox = True
+                    await self._expire(tx, run, task, now, writes)
+            # One attention_required per run for the whole batch, not one per ending.
+            for run_id in touched:
+                writes.events.append(await self._attention(tx, run_id))
+            await writes.flush(tx, now)
+        outbox = bool(writes.outbox)
         for run in touched.values():
             self._after_commit(run, outbox=outbox and bool(self.channels))
         return len(timers)
 
-    async def _nudge(self, tx: Tx, run: Run, task: Task, timer: Timer, now: datetime) -> bool:
+    async def _nudge(
+        self, run: Run, task: Task, timer: Timer, now: datetime, writes: _Writes
+    ) -> None:
         assert task.deadline is not None
         remaining = int((task.deadline - now).total_seconds())
         data = {"key": task.key, "deadline": task.deadline.isoformat(), "remaining": remaining}
-        events = [NewEvent(run.id, "nudge", data)]
+        writes.events.append(NewEvent(run.id, "nudge", data))
         if task.addressee:
-            events.append(self._work_available(task))
-        await tx.add_events(events, now)
-        await tx.add_log([self._log(run, task, "nudged", None, "clock", data, at=now)])
-        if task.resolution_token_hash is not None:
-            return False
-        payload = {"remaining": remaining, "seq": timer.seq}
-        await tx.add_outbox(self._outbox(task, "nudge", now, f":{timer.seq}", payload))
-        return True
+            writes.events.append(self._work_available(task))
+        writes.log.append(self._log(run, task, "nudged", None, "clock", data, at=now))
+        if task.resolution_token_hash is None:
+            payload = {"remaining": remaining, "seq": timer.seq}
+            writes.outbox.extend(self._outbox(task, "nudge", now, f":{timer.seq}", payload))
 
-    async def _expire(self, tx: Tx, run: Run, task: Task, now: datetime) -> None:
+    async def _expire(self, tx: Tx, run: Run, task: Task, now: datetime, writes: _Writes) -> None:
         question = task.kind == "ask"
         code = errors.QUESTION_EXPIRED if question else errors.APPROVAL_EXPIRED
         what = "question" if question else "approval"
         error = {"code": code, "detail": f"nobody answered the {what} in time"}
         ending = Ending("timed_out", now, None, "clock", error=error)
-        ended = await self._end(tx, run, task, ending, "expired", None)
+        ended = await self._end(tx, run, task, ending, "expired", None, batch=writes)
         if question or ended.failure_policy == "hold":
             if await tx.set_run_state(run.id, ("running",), "held", held_task_key=task.key):
                 run.state = "held"
                 data = {"reason": code, "task_key": task.key}
-                await tx.add_events([NewEvent(run.id, "run_held", data)], now)
-                await tx.add_log([self._log(run, task, "run_held", None, "clock", data, at=now)])
+                writes.events.append(NewEvent(run.id, "run_held", data))
+                writes.log.append(self._log(run, task, "run_held", None, "clock", data, at=now))

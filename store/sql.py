@@ -302,6 +302,21 @@ class SqlTx:
         row = await self._one(sa.select(TASK).where(TASK.c.id == task_id))
         return cv.task(row) if row else None
 
+    async def tasks_by_ids(self, task_ids: Sequence[str]) -> list[Task]:
+        if not task_ids:
+            return []
+        stmt = sa.select(TASK).where(TASK.c.id.in_(list(set(task_ids))))
+        return [cv.task(r) for r in await self._all(stmt)]
+
+    async def parked_keys(self, run_id: str) -> list[tuple[str, str]]:
+        """(key, state) of the run's parked tasks, oldest first; cheaper than whole rows."""
+        stmt = (
+            sa.select(TASK.c.key, TASK.c.state)
+            .where(TASK.c.run_id == run_id, TASK.c.state.in_(PARKED_STATES))
+            .order_by(TASK.c.created_at, TASK.c.id)
+        )
+        return [(r.key, r.state) for r in (await self.conn.execute(stmt)).all()]
+
     async def parked_tasks(self, run_id: str) -> list[Task]:
         stmt = sa.select(TASK).where(TASK.c.run_id == run_id, TASK.c.state.in_(PARKED_STATES))
         return [cv.task(r) for r in await self._all(stmt.order_by(TASK.c.created_at))]
@@ -489,8 +504,10 @@ class SqlTx:
             stmt = stmt.with_for_update(skip_locked=True)
         return [cv.timer(r) for r in await self._all(stmt)]
 
-    async def finish_timer(self, timer_id: str) -> None:
-        await self.conn.execute(sa.update(TIMER).where(TIMER.c.id == timer_id).values(done=True))
+    async def finish_timers(self, timer_ids: Sequence[str]) -> None:
+        if timer_ids:
+            stmt = sa.update(TIMER).where(TIMER.c.id.in_(list(timer_ids))).values(done=True)
+            await self.conn.execute(stmt)
 
 
 class SqlStore:

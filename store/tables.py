@@ -208,3 +208,67 @@ class DeliveryRefRow(SQLModel, table=True):
     task_id: str = Field(primary_key=True, max_length=40)
     data: Any = _json(nullable=False)
     version: int = 0
+
+
+# Chat adapters' own state (Telegram; written through store/chat.py) -----------------------------
+
+
+class ChatCallbackRow(SQLModel, table=True):
+    """An opaque button id and what it stands for. Chat buttons carry only the id; everything
+    else is looked up here, so nothing a client sends back is trusted."""
+
+    __tablename__ = "chat_callback"
+    id: str = Field(primary_key=True, max_length=32)
+    channel: str = Field(max_length=32)
+    task_id: str = Field(index=True, max_length=40)
+    action: str = Field(max_length=16)
+    option: int | None = None
+    created_at: float
+
+
+class ChatPromptRow(SQLModel, table=True):
+    """A question the bot asked in chat (ForceReply) whose reply decides a task."""
+
+    __tablename__ = "chat_prompt"
+    channel: str = Field(primary_key=True, max_length=32)
+    chat_id: int = Field(
+        primary_key=True, sa_type=sa.BigInteger, sa_column_kwargs={"autoincrement": False}
+    )
+    message_id: int = Field(
+        primary_key=True, sa_type=sa.BigInteger, sa_column_kwargs={"autoincrement": False}
+    )
+    task_id: str = Field(index=True, max_length=40)
+    action: str = Field(max_length=16)
+    user_id: int = Field(sa_type=sa.BigInteger)
+    created_at: float
+
+
+class ChatChoiceRow(SQLModel, table=True):
+    """The toggles of a multi-select question, shared by everyone in the chat until Submit."""
+
+    __tablename__ = "chat_choice"
+    channel: str = Field(primary_key=True, max_length=32)
+    task_id: str = Field(primary_key=True, max_length=40)
+    chosen: Any = _json(nullable=False)
+    version: int = 0
+
+
+class ChatDigestRow(SQLModel, table=True):
+    """One digest message: many decisions listed together when a chat gets more than it can
+    take one by one. `shown` fingerprints what the message displays now, so a refresh after a
+    restart edits only when something changed."""
+
+    __tablename__ = "chat_digest"
+    __table_args__ = (sa.Index("ix_chat_digest_active", "channel", "done", "chat_id"),)
+    id: int | None = Field(default=None, primary_key=True)
+    channel: str = Field(max_length=32)
+    chat_id: int = Field(sa_type=sa.BigInteger)
+    message_id: int | None = Field(default=None, sa_type=sa.BigInteger)
+    task_ids: Any = _json(nullable=False)
+    is_open: bool = True
+    done: bool = False
+    shown: str = Field(default="", max_length=64)
+    lease_until: float = 0.0
+    version: int = 0
+    created_at: float
+    updated_at: float

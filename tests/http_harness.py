@@ -1,44 +1,77 @@
 """A real approvalbot HTTP server on a free loopback port, for the API, SDK and CLI tests.
 
-The core is built like `make_world` (workspace `acme` with members alice and bob and the
-application `agent`) plus a second workspace `other` with its own member and application, on a
-FakeClock; the clock loop and the relay are not started, so tests fire deadlines themselves with
-`core.scheduler.run_once()` after advancing the clock.
+One server per test module and backend (SQLite and PostgreSQL, through `make_store`): building
+a store costs far more than a test. Each test gets fresh workspaces of its own (`acme-…` with
+members alice and bob and applications agent and other-agent; `beta-…` with member carol and
+application beta-agent), so tests never see each other's runs. The core runs on a FakeClock;
+the clock loop and the relay are not started — tests fire deadlines with
+`core.scheduler.run_once()` after advancing the clock. Modules using this say
+`pytestmark = pytest.mark.asyncio(loop_scope="module")` and `server, api = fixtures()`.
 """
 
 from __future__ import annotations
 
 import json
+import secrets
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import aiohttp
+import pytest
+import pytest_asyncio
 from aiohttp import web
 
 from adapters.http.app import build_app
+from bot.clock import FakeClock
 from bot.config import Settings
+from bot.core import Core
 from store.sql import SqlStore
-from tests.conftest import World, make_world
+from tests.conftest import BACKENDS, drop_schema, make_store
+
+
+@dataclass
+class Server:
+    core: Core
+    clock: FakeClock
+    store: SqlStore
+    url: str
+    session: aiohttp.ClientSession
+    runner: web.AppRunner
+    schema: str | None = None  # the PostgreSQL schema, for a second instance on the same data
 
 
 @dataclass
 class Served:
-    world: World
-    url: str
-    session: aiohttp.ClientSession
-    runner: web.AppRunner
+    """One test's view of the server: its own workspaces and tokens."""
+
+    server: Server
+    ws: str
+    beta: str
+    tokens: dict[str, str]
 
     @property
-    def core(self):  # type: ignore[no-untyped-def]
-        return self.world.core
+    def core(self) -> Core:
+        return self.server.core
+
+    @property
+    def clock(self) -> FakeClock:
+        return self.server.clock
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        return self.server.session
 
     def token(self, who: str) -> str:
-        return self.world.tokens[who]
+        return self.tokens[who]
 
-    def path(self, tail: str, ws: str = "acme") -> str:
-        return f"{self.url}/v1/workspaces/{ws}{tail}"
+    def path(self, tail: str, ws: str | None = None) -> str:
+        return f"{self.url}/v1/workspaces/{ws or self.ws}{tail}"
 
     async def call(
         self,
@@ -47,14 +80,14 @@ class Served:
         who: str | None = "agent",
         body: Any = None,
         *,
-        ws: str = "acme",
+        ws: str | None = None,
         raw: bytes | None = None,
         headers: dict[str, str] | None = None,
     ) -> tuple[int, Any]:
-        """One request; returns (status, parsed JSON body)."""
+        """One request as `who` (a name from `tokens`, or a literal token); (status, JSON)."""
         sent = dict(headers or {})
         if who is not None:
-            sent["Authorization"] = f"Bearer {self.token(who) if who in self.world.tokens else who}"
+            sent["Authorization"] = f"Bearer {self.tokens.get(who, who)}"
         data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
         if data is not None:
             sent.setdefault("Content-Type", "application/json")
@@ -63,9 +96,8 @@ class Served:
             return r.status, json.loads(text) if text else None
 
 
-async def start_server(world: World, settings: Settings | None = None) -> tuple[web.AppRunner, str]:
-    app = build_app(world.core, settings or Settings())
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
+async def start_app(core: Core, settings: Settings) -> tuple[web.AppRunner, str]:
+    runner = web.AppRunner(build_app(core, settings), access_log=None, shutdown_timeout=1.0)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
@@ -73,20 +105,58 @@ async def start_server(world: World, settings: Settings | None = None) -> tuple[
     return runner, f"http://{host}:{port}"
 
 
-@asynccontextmanager
-async def serve(store: SqlStore, settings: Settings | None = None) -> AsyncIterator[Served]:
-    world = await make_world(store, settings)
-    other = await world.core.admin.add_application("acme", "other-agent")
-    world.tokens["other-agent"] = other.token
-    await world.core.admin.create_workspace("beta")
-    carol = await world.core.admin.add_member("beta", "carol")
-    beta_app = await world.core.admin.add_application("beta", "beta-agent")
-    world.tokens["carol"] = carol.token
-    world.tokens["beta-agent"] = beta_app.token
-    runner, url = await start_server(world, settings)
-    session = aiohttp.ClientSession()
-    try:
-        yield Served(world, url, session, runner)
-    finally:
-        await session.close()
-        await runner.cleanup()
+async def start_server(
+    backend: str, directory: Path, settings: Settings | None = None
+) -> tuple[Server, str | None]:
+    settings = settings or Settings()
+    store, schema = await make_store(backend, directory)
+    clock = FakeClock()
+    core = await Core.build(store, settings, clock=clock)
+    runner, url = await start_app(core, settings)
+    server = Server(core, clock, store, url, aiohttp.ClientSession(), runner, schema)
+    return server, schema
+
+
+async def stop_server(server: Server, schema: str | None) -> None:
+    await server.session.close()
+    await server.runner.cleanup()
+    await server.store.close()
+    await drop_schema(schema)
+
+
+async def people(server: Server) -> Served:
+    """Fresh workspaces for one test."""
+    admin = server.core.admin
+    suffix = secrets.token_hex(3)
+    ws, beta = f"acme-{suffix}", f"beta-{suffix}"
+    tokens: dict[str, str] = {}
+    await admin.create_workspace(ws)
+    await admin.create_workspace(beta)
+    for name in ("alice", "bob"):
+        tokens[name] = (await admin.add_member(ws, name)).token
+    for name in ("agent", "other-agent"):
+        tokens[name] = (await admin.add_application(ws, name)).token
+    tokens["carol"] = (await admin.add_member(beta, "carol")).token
+    tokens["beta-agent"] = (await admin.add_application(beta, "beta-agent")).token
+    return Served(server, ws, beta, tokens)
+
+
+def fixtures(settings: Settings | None = None) -> tuple[Any, Any]:
+    """`server, api = fixtures()`: a module-scoped server parametrised over the backends, and
+    a per-test view of it with fresh workspaces."""
+
+    @pytest_asyncio.fixture(scope="module", loop_scope="module", params=BACKENDS)
+    async def server(
+        request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+    ) -> AsyncIterator[Server]:
+        started, schema = await start_server(
+            request.param, tmp_path_factory.mktemp("api"), settings
+        )
+        yield started
+        await stop_server(started, schema)
+
+    @pytest_asyncio.fixture(loop_scope="module")
+    async def api(server: Server) -> Served:
+        return await people(server)
+
+    return server, api

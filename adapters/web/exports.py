@@ -22,7 +22,9 @@ async def _records(request: web.Request, member: Principal) -> AsyncIterator[Log
     run_id = request.query.get("run") or None
     after = 0
     while True:
-        batch = await store.log_entries(member.workspace_id, after_id=after, limit=PAGE, run_id=run_id)
+        batch = await store.log_entries(
+            member.workspace_id, after_id=after, limit=PAGE, run_id=run_id
+        )
         for record in batch:
             yield record
         if len(batch) < PAGE:

@@ -9,6 +9,7 @@ ended elsewhere.
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 from aiohttp import web
@@ -22,6 +23,16 @@ HEARTBEAT_SECONDS = 15.0
 
 def sse(event: str, data: object) -> bytes:
     return f"event: {event}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
+
+
+async def _pause(gate: asyncio.Event, stopping: asyncio.Event, timeout: float) -> None:
+    """Until the workspace has news, the service shuts down, or `timeout` passes."""
+    waits = [asyncio.ensure_future(gate.wait()), asyncio.ensure_future(stopping.wait())]
+    try:
+        await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for wait in waits:
+            wait.cancel()
 
 
 async def stream(request: web.Request) -> web.StreamResponse:
@@ -53,7 +64,7 @@ async def stream(request: web.Request) -> web.StreamResponse:
             elif quiet >= HEARTBEAT_SECONDS:
                 await response.write(b": keep-alive\n\n")  # finds closed connections too
                 quiet = 0.0
-            await core.hub.wait(gate, RECHECK_SECONDS)
+            await _pause(gate, web_state.stopping, RECHECK_SECONDS)
             quiet += RECHECK_SECONDS
     except (ConnectionResetError, ConnectionError):
         pass  # the page went away

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import click
 
+from bot.cli.admin import admin
+from bot.cli.asks import asks
 from bot.cli.db import db
+from bot.cli.demo import demo
 from bot.cli.serve import serve
 
 
@@ -15,6 +18,9 @@ def main() -> None:
 
 main.add_command(serve)
 main.add_command(db)
+main.add_command(admin)
+main.add_command(asks)
+main.add_command(demo)
 
 try:
     from bot.cli.rules import rules

@@ -24,7 +24,16 @@ log = logging.getLogger("approvalbot")
 async def serve_forever(settings: Settings, ready: asyncio.Event | None = None) -> None:
     store = SqlStore(settings.store.url)
     await upgrade(store.engine)
-    core = await Core.build(store, settings)
+    telegram = None
+    if settings.telegram.enabled:
+        from adapters.telegram import TelegramAdapter
+        from store.chat import ChatStore
+
+        telegram = TelegramAdapter(settings, ChatStore(store))
+    notifiers = {telegram.notifier.name: telegram.notifier} if telegram else {}
+    core = await Core.build(store, settings, notifiers=notifiers)
+    if telegram is not None:
+        telegram.bind(core)
     first = await bootstrap(core, settings)  # first start: workspace, admin, app token
     listener = None
     if store.postgres:
@@ -34,6 +43,10 @@ async def serve_forever(settings: Settings, ready: asyncio.Event | None = None) 
         await listener.start()
     core.start()
     app = build_app(core, settings)
+    if telegram is not None:
+        from adapters.telegram import mount
+
+        mount(app, telegram)  # POST /telegram/webhook (answers 403 unless in webhook mode)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, settings.server.host, settings.server.port)
@@ -46,11 +59,16 @@ async def serve_forever(settings: Settings, ready: asyncio.Event | None = None) 
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    if ready is not None:
-        ready.set()
     try:
+        if telegram is not None:
+            await telegram.start()  # after the site: in webhook mode Telegram calls at once
+            click.echo(f"approvalbot: telegram on ({settings.telegram.mode})")
+        if ready is not None:
+            ready.set()
         await stop.wait()
     finally:
+        if telegram is not None:
+            await telegram.stop()
         await runner.cleanup()
         await core.stop()
         if listener is not None:

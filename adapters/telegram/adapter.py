@@ -1,0 +1,493 @@
+"""The Telegram adapter assembled: python-telegram-bot's Application, the notifier, the handlers,
+digests and pacing, with the small Telegram calls they share (send, edit, answer).
+
+Built before the core (the core needs the notifier), bound to it after (`bind`), started after
+the HTTP server (webhook mode needs the route). Long polling is the default; in webhook mode
+our aiohttp app serves `POST /telegram/webhook` (webhook.py) and checks the secret token.
+The bot token and the webhook secret never reach a log line or an error message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+import re
+import warnings
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from aiohttp import web
+from telegram import (
+    CallbackQuery,
+    ForceReply,
+    InlineKeyboardMarkup,
+    LinkPreviewOptions,
+    Message,
+    ReplyParameters,
+    Update,
+)
+from telegram.constants import ParseMode
+from telegram.error import BadRequest, InvalidToken, NetworkError, RetryAfter, TelegramError
+from telegram.ext import (
+    Application,
+    ApplicationBuilder,
+    CallbackQueryHandler,
+    CommandHandler,
+    ContextTypes,
+    MessageHandler,
+    filters,
+)
+from telegram.request import HTTPXRequest
+
+from adapters.telegram.digest import Digests
+from adapters.telegram.format import callback_id, card_html, esc, keyboard
+from adapters.telegram.handlers import Handlers
+from adapters.telegram.notifier import CHANNEL, TelegramNotifier
+from adapters.telegram.pacing import Limits, Pacer, is_group
+from adapters.web.links import decision_url, inbox_url
+from bot.config import ConfigError, Settings
+from bot.domain import Member, Principal, Run, Task
+from bot.masking import shorten
+from bot.ports import ChatCallback, ChatState, Versioned
+from bot.rendering import render_decision
+
+if TYPE_CHECKING:
+    from bot.core import Core
+    from bot.service import ApprovalService
+
+log = logging.getLogger(__name__)
+
+WEBHOOK_PATH = "/telegram/webhook"
+SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
+_SECRET_RE = re.compile(r"^[A-Za-z0-9_-]{1,256}$")
+_UPDATES = ["message", "callback_query"]
+T = TypeVar("T")
+ButtonId = tuple[str, str, int | None]  # task id, action, option
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """Knobs with production defaults; tests and the bench shorten the waits."""
+
+    coalesce_after: int = 8  # messages to a group in the last minute before digests take over
+    coalesce_after_private: int = 30  # the same for a person's private chat (1/s there)
+    max_post_wait: float = 2.5  # a post that would wait longer for its slot joins the digest
+    digest_page_size: int = 50
+    digest_debounce: float = 0.5
+    request_timeout: float = 10.0
+    poll_timeout: float = 10.0
+    verify_tls: bool = True  # off only for a local fake Bot API in tests
+
+
+def retry_seconds(error: RetryAfter) -> float:
+    with warnings.catch_warnings():  # PTB 22 warns on reading an int; the value is what we need
+        warnings.simplefilter("ignore")
+        value: Any = error.retry_after
+    return value.total_seconds() if isinstance(value, timedelta) else float(value)
+
+
+class _Redact(logging.Filter):
+    """Keeps secrets out of log lines that pass through a handler (httpx logs request URLs,
+    and the Bot API puts the token in the URL)."""
+
+    def __init__(self, secrets: Iterable[str]) -> None:
+        super().__init__()
+        self.secrets = [s for s in secrets if s]
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:
+            return True
+        if any(s in message for s in self.secrets):
+            for secret in self.secrets:
+                message = message.replace(secret, "<redacted>")
+            record.msg, record.args = message, None
+        return True
+
+
+class TelegramAdapter:
+    def __init__(
+        self,
+        settings: Settings,
+        chats: ChatState,
+        *,
+        limits: Limits | None = None,
+        tuning: Tuning | None = None,
+    ) -> None:
+        self.config = settings.telegram
+        self.base_url = settings.server.base_url()
+        self.chats = chats
+        self.tuning = tuning or Tuning()
+        self.pacer = Pacer(limits)
+        self.core: Core | None = None
+        self.retry_afters = 0  # 429s received (the bench reports them; the target is 0)
+        token = self.config.token.get_secret_value()
+        if not token:
+            raise ConfigError("telegram.token: required when telegram.enabled is true")
+        self._secrets = [token, self.config.webhook_secret.get_secret_value()]
+        if self.config.mode == "webhook" and not _SECRET_RE.match(self._secrets[1]):
+            raise ConfigError(
+                "telegram.webhook_secret: webhook mode needs 1-256 characters of A-Z a-z 0-9 _ -"
+            )
+        self.notifier = TelegramNotifier(self)
+        self.digests = Digests(self)
+        self.handlers = Handlers(self)
+        self.application = self._build(token)
+        self._started = False
+        self._saved: set[str] = set()
+
+    def _build(self, token: str) -> Application[Any, Any, Any, Any, Any, Any]:
+        timeout = self.tuning.request_timeout
+        extra: dict[str, Any] = {} if self.tuning.verify_tls else {"verify": False}
+
+        def request(pool: int) -> HTTPXRequest:
+            return HTTPXRequest(
+                connection_pool_size=pool,
+                read_timeout=timeout,
+                write_timeout=timeout,
+                connect_timeout=timeout,
+                pool_timeout=timeout,
+                httpx_kwargs=extra,
+            )
+
+        builder = (
+            ApplicationBuilder()
+            .token(token)
+            .base_url(self.config.api_base_url)
+            .request(request(64))
+            .get_updates_request(request(2))
+            .concurrent_updates(32)  # a press waiting for a slot must not hold up the others
+        )
+        if self.config.mode == "webhook":
+            builder = builder.updater(None)
+        app = builder.build()
+        app.add_handler(CallbackQueryHandler(self.handlers.on_callback))
+        app.add_handler(CommandHandler(["start", "whoami"], self.handlers.on_whoami))
+        app.add_handler(
+            MessageHandler(filters.TEXT & filters.REPLY & ~filters.COMMAND, self.handlers.on_reply)
+        )
+        app.add_error_handler(self._on_error)
+        return app
+
+    # lifecycle ---------------------------------------------------------------------------------
+    def bind(self, core: Core) -> None:
+        self.core = core
+
+    @property
+    def running(self) -> bool:
+        updater = self.application.updater
+        return self._started and (updater is None or updater.running)
+
+    async def start(self) -> None:
+        redact = _Redact(self._secrets)
+        for handler in logging.getLogger().handlers:
+            handler.addFilter(redact)
+        logging.getLogger("httpx").setLevel(logging.WARNING)  # it logs every URL at INFO
+        try:
+            await self.application.initialize()
+        except InvalidToken:
+            raise ConfigError("telegram.token: Telegram refused the bot token") from None
+        await self.application.start()
+        if self.config.mode == "webhook":
+            await self.application.bot.set_webhook(
+                self.base_url + WEBHOOK_PATH,
+                secret_token=self._secrets[1],
+                allowed_updates=_UPDATES,
+            )
+        else:
+            assert self.application.updater is not None
+            await self.application.updater.start_polling(
+                poll_interval=0,
+                timeout=timedelta(seconds=self.tuning.poll_timeout),
+                allowed_updates=_UPDATES,
+                error_callback=self._on_polling_error,
+            )
+        self._started = True
+        await self.digests.recover()
+
+    async def stop(self) -> None:
+        await self.digests.stop()
+        if not self._started:
+            return
+        self._started = False
+        updater = self.application.updater
+        if updater is not None and updater.running:
+            await updater.stop()
+        await self.application.stop()
+        await self.application.shutdown()
+
+    async def _on_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
+        error = context.error
+        log.error(
+            "telegram update failed: %s", type(error).__name__, exc_info=_safe_exc_info(error)
+        )
+
+    def _on_polling_error(self, error: TelegramError) -> None:
+        log.warning("telegram polling: %s", type(error).__name__)
+
+    async def handle_webhook(self, request: web.Request) -> web.StreamResponse:
+        """`POST /telegram/webhook`: Telegram's call, authenticated by the secret token."""
+        given = request.headers.get(SECRET_HEADER, "")
+        secret = self._secrets[1] if self.config.mode == "webhook" else ""
+        if not secret or not hmac.compare_digest(given.encode(), secret.encode()):
+            return web.Response(status=403)
+        try:
+            data = await request.json()
+        except ValueError:
+            return web.Response(status=400)
+        if not self._started or not isinstance(data, dict):
+            return web.Response(status=503 if not self._started else 400)
+        update = Update.de_json(data, self.application.bot)
+        await self.application.process_update(update)
+        return web.Response()
+
+    # the core, read through ------------------------------------------------------------------
+    @property
+    def bound(self) -> Core:
+        if self.core is None:
+            raise RuntimeError("the Telegram adapter is not bound to a core yet")
+        return self.core
+
+    @property
+    def service(self) -> ApprovalService:
+        return self.bound.service
+
+    def now(self) -> datetime:
+        return self.bound.clock.now()
+
+    def chat_for(self, workspace_id: str) -> int | None:
+        return self.config.workspace_chats.get(workspace_id, self.config.chat_id)
+
+    def inbox_url(self) -> str:
+        return inbox_url(self.base_url)
+
+    async def task(self, task_id: str) -> Task | None:
+        async with self.bound.store.read() as tx:
+            return await tx.get_task_by_id(task_id)
+
+    async def run(self, run_id: str) -> Run | None:
+        async with self.bound.store.read() as tx:
+            return await tx.get_run(run_id)
+
+    async def members(self, workspace_id: str) -> list[Member]:
+        async with self.bound.store.read() as tx:
+            return await tx.list_members(workspace_id)
+
+    async def member(self, telegram_user_id: int, workspace_id: str) -> Principal | None:
+        return await self.bound.admin.member_by_chat(
+            telegram_user_id=telegram_user_id, workspace_id=workspace_id
+        )
+
+    def should_coalesce(self, chat_id: int) -> bool:
+        """True when a new decision should join the chat's digest rather than be posted alone:
+        the chat had its share of messages this minute, or the next slot is too far away."""
+        t = self.tuning
+        limit = t.coalesce_after if is_group(chat_id) else t.coalesce_after_private
+        return self.pacer.recent(chat_id) >= limit or self.pacer.estimate(chat_id) > t.max_post_wait
+
+    # callbacks and multi-select state -------------------------------------------------------
+    async def ensure_callbacks(self, keys: Sequence[ButtonId]) -> dict[ButtonId, str]:
+        secret = self.service.secret
+        ids = {key: callback_id(secret, *key) for key in keys}
+        missing = [
+            ChatCallback(ids[key], CHANNEL, key[0], key[1], key[2])
+            for key in keys
+            if ids[key] not in self._saved
+        ]
+        if missing:
+            await self.chats.save_callbacks(missing, self.now())
+            if len(self._saved) > 200_000:
+                self._saved.clear()
+            self._saved.update(c.id for c in missing)
+        return ids
+
+    async def chosen(self, task_id: str) -> set[int]:
+        ref = await self.chats.get_choice(CHANNEL, task_id)
+        return set(ref.data.get("chosen", [])) if ref else set()
+
+    async def toggle(self, task_id: str, index: int) -> set[int]:
+        for _ in range(50):
+            ref = await self.chats.get_choice(CHANNEL, task_id) or Versioned({}, 0)
+            chosen = set(ref.data.get("chosen", [])) ^ {index}
+            if await self.chats.swap_choice(
+                CHANNEL, task_id, {"chosen": sorted(chosen)}, ref.version
+            ):
+                return chosen
+        raise RuntimeError("multi-select state kept changing under us")
+
+    # decisions as messages -------------------------------------------------------------------
+    async def render(self, task: Task, run: Run) -> tuple[str, InlineKeyboardMarkup | None]:
+        chosen = frozenset(await self.chosen(task.id)) if task.kind == "ask" else frozenset()
+        url = decision_url(self.base_url, run.id, task.key)
+        card = render_decision(task, run, self.now(), url, chosen=chosen)
+        keys = [(task.id, b.action, b.option) for row in card.buttons for b in row]
+        ids = await self.ensure_callbacks(keys)
+        by_button = {(action, option): value for (_, action, option), value in ids.items()}
+        return card_html(card), keyboard(card.buttons, by_button)
+
+    async def send_decision(
+        self, chat_id: int, task: Task, run: Run, *, reply_to: int | None = None
+    ) -> Message:
+        text, markup = await self.render(task, run)
+        return await self.send(chat_id, text, markup=markup, reply_to=reply_to)
+
+    async def refresh_message(
+        self, chat_id: int, message_id: int, task: Task, run: Run, *, max_wait: float | None
+    ) -> bool:
+        text, markup = await self.render(task, run)
+        return await self.edit(chat_id, message_id, text, markup, max_wait=max_wait)
+
+    async def refresh_pressed(self, message: Message, task: Task, max_wait: float = 5.0) -> None:
+        """Bring a pressed message up to date: a decision's own message is re-rendered, a
+        digest page refreshed by its worker. Best effort: the ending's own item follows."""
+        ref = await self.chats.get_ref(CHANNEL, task.id)
+        if ref is None or message.message_id not in ref.data.get("messages", []):
+            self.digests.touch(message.chat_id)
+            return
+        run = await self.run(task.run_id)
+        if run is None:
+            return
+        try:
+            await self.refresh_message(
+                message.chat_id, message.message_id, task, run, max_wait=max_wait
+            )
+        except (TelegramError, Exception) as error:
+            log.info("could not refresh a pressed message (%s)", type(error).__name__)
+
+    async def expand(self, query: CallbackQuery, task: Task) -> None:
+        """🔎 on a digest: post the decision as a message of its own, below the digest."""
+        message = query.message
+        run = await self.run(task.run_id)
+        if not isinstance(message, Message) or run is None:
+            return
+        ref = await self.chats.get_ref(CHANNEL, task.id)
+        if ref is not None and ref.data.get("messages"):
+            return  # already out on its own
+        sent = await self.send_decision(message.chat_id, task, run, reply_to=message.message_id)
+        await self.notifier.add_message(task.id, message.chat_id, sent)
+
+    # Telegram calls, paced -------------------------------------------------------------------
+    async def _paced(
+        self, chat_id: int, call: Callable[[], Awaitable[T]], max_wait: float | None, pace: bool
+    ) -> T:
+        for attempt in range(4):
+            if pace or attempt:
+                await self.pacer.acquire(chat_id, max_wait)
+            try:
+                return await call()
+            except RetryAfter as error:
+                seconds = retry_seconds(error)
+                self.retry_afters += 1
+                self.pacer.penalise(chat_id, seconds)
+                if attempt == 3 or (max_wait is not None and seconds > max_wait):
+                    raise
+        raise AssertionError("unreachable")
+
+    async def send(
+        self,
+        chat_id: int,
+        text: str,
+        *,
+        markup: InlineKeyboardMarkup | None = None,
+        reply_to: int | None = None,
+        force_reply: str | None = None,
+        max_wait: float | None = None,
+        pace: bool = True,
+    ) -> Message:
+        reply_markup: InlineKeyboardMarkup | ForceReply | None = markup
+        if force_reply is not None:
+            reply_markup = ForceReply(selective=True, input_field_placeholder=force_reply)
+        reply = (
+            ReplyParameters(message_id=reply_to, allow_sending_without_reply=True)
+            if reply_to is not None
+            else None
+        )
+        bot = self.application.bot
+
+        async def call() -> Message:
+            sent: Message = await bot.send_message(
+                chat_id,
+                text,
+                parse_mode=ParseMode.HTML,
+                reply_markup=reply_markup,
+                reply_parameters=reply,
+                link_preview_options=LinkPreviewOptions(is_disabled=True),
+            )
+            return sent
+
+        return await self._paced(chat_id, call, max_wait, pace)
+
+    async def edit(
+        self,
+        chat_id: int,
+        message_id: int,
+        text: str,
+        markup: InlineKeyboardMarkup | None,
+        *,
+        max_wait: float | None = None,
+        pace: bool = True,
+    ) -> bool:
+        """Edit a message; True if it shows `text` now. A message gone or no longer editable
+        is not an error worth retrying (False)."""
+        bot = self.application.bot
+
+        async def call() -> None:
+            await bot.edit_message_text(
+                text,
+                chat_id,
+                message_id,
+                parse_mode=ParseMode.HTML,
+                reply_markup=markup,
+                link_preview_options=LinkPreviewOptions(is_disabled=True),
+            )
+
+        try:
+            await self._paced(chat_id, call, max_wait, pace)
+        except BadRequest as error:
+            reason = str(error).lower()
+            if "not modified" in reason:
+                return True
+            if "message to edit not found" in reason or "can't be edited" in reason:
+                log.info("a decision message can no longer be edited (%s)", reason)
+                return False
+            raise
+        return True
+
+    async def answer(self, query: CallbackQuery, text: str, *, alert: bool = False) -> None:
+        """Answer a press (Telegram shows a spinner until then). Best effort: the decision is
+        made already, and a query is only answerable for a short while."""
+        for _ in range(2):
+            try:
+                await query.answer(text=shorten(text, 200) or None, show_alert=alert)
+                return
+            except BadRequest:
+                return  # too old or answered: nothing left to do
+            except RetryAfter as error:
+                await asyncio.sleep(min(retry_seconds(error), 2.0))
+            except NetworkError:
+                continue
+
+    async def reply(self, message: Message, text: str, *, html: bool = False) -> None:
+        if not text:
+            return
+        try:
+            await self.send(
+                message.chat_id,
+                text if html else esc(text),
+                reply_to=message.message_id,
+                max_wait=10.0,
+            )
+        except Exception as error:  # a notice only; never fail the update for it
+            log.info("could not reply in a chat (%s)", type(error).__name__)
+
+
+def _safe_exc_info(error: BaseException | None) -> Any:
+    """Tracebacks of our own errors are useful; Telegram's errors carry nothing secret either,
+    but network errors may quote a URL (with the token), so those are logged by name only."""
+    if error is None or isinstance(error, NetworkError):
+        return None
+    return (type(error), error, error.__traceback__)

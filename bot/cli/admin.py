@@ -1,0 +1,187 @@
+"""`approvalbot admin …`: workspaces, members, applications and their tokens (SPEC 4a).
+
+These commands open the store named by the configuration directly (no running service needed)
+and apply pending migrations first, so they also work on a fresh database. A token is printed
+once, when it is issued; only its hash is stored. With `--json` each command prints one JSON
+object.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import click
+
+from bot.admin import Admin
+from bot.cli.common import config_option, emit_json, fail, run_async, settings_or_exit
+from bot.clock import SystemClock
+from store.migrate import upgrade
+from store.sql import SqlStore
+
+T = TypeVar("T")
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+workspace_option = click.option("--workspace", "workspace", required=True, help="Workspace name.")
+
+
+def with_admin(config_path: str | None, action: Callable[[Admin], Awaitable[T]]) -> T:
+    settings = settings_or_exit(config_path)
+
+    async def go() -> T:
+        store = SqlStore(settings.store.url)
+        try:
+            await upgrade(store.engine)
+            return await action(Admin(store, SystemClock()))
+        finally:
+            await store.close()
+
+    return run_async(go)
+
+
+def show(as_json: bool, value: dict[str, Any], text: str) -> None:
+    if as_json:
+        emit_json(value)
+    else:
+        click.echo(text)
+        if "token" in value:
+            click.echo(f"token: {value['token']}")
+            click.echo("(shown once: store it now; only its hash is kept)", err=True)
+
+
+@click.group()
+def admin() -> None:
+    """Manage workspaces, members (people) and applications (agents)."""
+
+
+@admin.group()
+def workspace() -> None:
+    """Workspaces."""
+
+
+@workspace.command("create")
+@click.argument("name")
+@config_option
+@json_option
+def workspace_create(name: str, config_path: str | None, as_json: bool) -> None:
+    """Create a workspace NAME (lowercase letters, digits, - and _)."""
+    created = with_admin(config_path, lambda a: a.create_workspace(name))
+    show(as_json, {"workspace": created.id}, f"workspace {created.id} created")
+
+
+@workspace.command("list")
+@config_option
+@json_option
+def workspace_list(config_path: str | None, as_json: bool) -> None:
+    """List the workspaces."""
+    found = with_admin(config_path, lambda a: a.workspaces())
+    names = sorted(w.id for w in found)
+    show(as_json, {"workspaces": names}, "\n".join(names) or "(no workspaces)")
+
+
+@admin.group()
+def member() -> None:
+    """Members: the people who decide."""
+
+
+@member.command("add")
+@workspace_option
+@click.option("--name", required=True, help="The member's name, as recorded on decisions.")
+@click.option("--telegram-user-id", type=int, default=None, help="Their Telegram user id.")
+@click.option("--slack-user-id", default=None, help="Their Slack user id (U…).")
+@config_option
+@json_option
+def member_add(
+    workspace: str,
+    name: str,
+    telegram_user_id: int | None,
+    slack_user_id: str | None,
+    config_path: str | None,
+    as_json: bool,
+) -> None:
+    """Add a member and print their token (once)."""
+    issued = with_admin(
+        config_path,
+        lambda a: a.add_member(
+            workspace, name, telegram_user_id=telegram_user_id, slack_user_id=slack_user_id
+        ),
+    )
+    value = {"workspace": workspace, "member": name, "id": issued.principal.id}
+    show(as_json, value | {"token": issued.token}, f"member {name} added to {workspace}")
+
+
+@admin.group()
+def app() -> None:
+    """Applications: the agent runtimes that append calls."""
+
+
+@app.command("add")
+@workspace_option
+@click.option("--name", required=True, help="The application's name.")
+@config_option
+@json_option
+def app_add(workspace: str, name: str, config_path: str | None, as_json: bool) -> None:
+    """Add an application and print its token (once)."""
+    issued = with_admin(config_path, lambda a: a.add_application(workspace, name))
+    value = {"workspace": workspace, "application": name, "id": issued.principal.id}
+    show(as_json, value | {"token": issued.token}, f"application {name} added to {workspace}")
+
+
+def _whose(member_name: str | None, app_name: str | None) -> tuple[str, str]:
+    if (member_name is None) == (app_name is None):
+        fail("name exactly one of --member NAME or --app NAME")
+    if member_name is not None:
+        return "member", member_name
+    assert app_name is not None
+    return "application", app_name
+
+
+@admin.group()
+def token() -> None:
+    """Rotate or revoke a member's or an application's tokens."""
+
+
+def _token_command(func: Callable[..., None]) -> Callable[..., None]:
+    for option in reversed(
+        [
+            workspace_option,
+            click.option("--member", "member_name", default=None, help="A member's name."),
+            click.option("--app", "app_name", default=None, help="An application's name."),
+            config_option,
+            json_option,
+        ]
+    ):
+        func = option(func)
+    return func
+
+
+@token.command("rotate")
+@_token_command
+def token_rotate(
+    workspace: str,
+    member_name: str | None,
+    app_name: str | None,
+    config_path: str | None,
+    as_json: bool,
+) -> None:
+    """Revoke every token of the member or application and issue a new one (printed once)."""
+    kind, name = _whose(member_name, app_name)
+    issued = with_admin(config_path, lambda a: a.rotate(workspace, kind, name))
+    value = {"workspace": workspace, kind: name, "token": issued.token}
+    show(as_json, value, f"{kind} {name}: tokens rotated")
+
+
+@token.command("revoke")
+@_token_command
+def token_revoke(
+    workspace: str,
+    member_name: str | None,
+    app_name: str | None,
+    config_path: str | None,
+    as_json: bool,
+) -> None:
+    """Revoke every token of the member or application; requests with them get 401."""
+    kind, name = _whose(member_name, app_name)
+    count = with_admin(config_path, lambda a: a.revoke(workspace, kind, name))
+    value = {"workspace": workspace, kind: name, "revoked": count}
+    show(as_json, value, f"{kind} {name}: {count} token(s) revoked")

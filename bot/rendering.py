@@ -1,0 +1,355 @@
+"""The neutral rendering model: what people see about a decision, before any chat format.
+
+Telegram, Slack and the web page each turn a `Card` into their own markup; what a decision
+shows (tool, run, the call itself, effect profile, why it parked, the deadline, the buttons,
+the outcome) is decided once, here. Everything taken from the call is already masked
+(bot/masking.py); surfaces escape it for their format and fit it to their size limits.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+from bot.domain import Run, Task
+from bot.durations import format_duration
+from bot.effects import known_keys
+from bot.masking import mask_text, mask_value, shorten
+from bot.service import ending_word  # the core's wording: one source for every surface
+
+Action = Literal[
+    "approve", "deny", "deny_reason", "option", "toggle", "submit", "answer_text", "decline",
+    "expand",
+]  # fmt: skip
+"""What a button does. `option`/`toggle` carry the option's index; `expand` posts a decision
+listed in a digest as a message of its own."""
+
+ACTIONS: tuple[Action, ...] = (
+    "approve", "deny", "deny_reason", "option", "toggle", "submit", "answer_text", "decline",
+    "expand",
+)  # fmt: skip
+
+_SHELL_KEYS = ("command", "cmd", "script")
+_MAX_OPTIONS = 40  # more would crowd out everything else (Telegram allows 100 buttons)
+_DIFF_LINES = 60
+
+
+@dataclass(frozen=True)
+class Button:
+    label: str
+    action: Action
+    option: int | None = None
+
+
+@dataclass(frozen=True)
+class Field:
+    label: str
+    value: str
+
+
+@dataclass(frozen=True)
+class CodeBlock:
+    text: str
+    language: str = ""  # "bash", "diff", "json" or "" (plain)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a decision ended, for people."""
+
+    state: str
+    word: str  # approved, denied, answered, declined, expired, cancelled
+    icon: str
+    who: str | None
+    via: str | None
+    at: datetime | None
+    detail: str = ""  # the deny reason, the answer, why it was cancelled (masked)
+
+    @property
+    def headline(self) -> str:
+        """The outcome without its time (e.g. "✅ Approved by alice"): true whenever read."""
+        text = f"{self.icon} {self.word.capitalize()}"
+        return text + (f" by {self.who}" if self.who else "")
+
+    def ago(self, now: datetime) -> str:
+        """E.g. "approved by alice 3 min ago", for a short notice read right now."""
+        text = self.word + (f" by {self.who}" if self.who else "")
+        if self.at is None:
+            return text
+        return f"{text} {format_duration(now - self.at)} ago"
+
+
+@dataclass(frozen=True)
+class Card:
+    kind: Literal["approval", "question"]
+    icon: str
+    title: str
+    context: tuple[Field, ...]  # run, agent
+    text: str  # a question's prompt; empty for approvals
+    code: CodeBlock | None
+    summary: str
+    badges: tuple[str, ...]
+    fields: tuple[Field, ...]  # targets, other profile keys, why
+    deadline: str  # "expires in 23 h 59 min"; empty once ended
+    buttons: tuple[tuple[Button, ...], ...]
+    outcome: Outcome | None
+    link: str | None
+    options: tuple[str, ...] = field(default=())
+
+
+# --------------------------------------------------------------------------------------------
+# Outcomes
+# --------------------------------------------------------------------------------------------
+
+_ICONS = {
+    "approved": "✅",
+    "denied": "❌",
+    "answered": "💬",
+    "declined": "🚫",
+    "expired": "⌛",
+    "cancelled": "⏹",
+    "refused": "⛔",
+}
+
+
+def render_ending(task: Task, now: datetime | None = None) -> Outcome | None:
+    """The outcome of an ended task; None while it still waits on a person."""
+    del now  # the outcome is stated absolutely; `Outcome.ago` phrases it relative to a time
+    if task.parked:
+        return None
+    word = ending_word(task)
+    who = task.resolved_by or {"clock": "the clock", "engine": "the rules"}.get(task.via or "")
+    detail = ""
+    if task.state == "failed" and word == "denied":
+        reason = (task.error or {}).get("detail", "")
+        detail = "" if reason == f"denied by {task.resolved_by}" else reason
+    elif task.state == "resolved":
+        content = (task.resolution or {}).get("content")
+        detail = ", ".join(map(str, content)) if isinstance(content, list) else str(content or "")
+    elif task.state == "cancelled":
+        detail = (task.error or {}).get("detail", "")
+    return Outcome(
+        state=task.state,
+        word=word,
+        icon=_ICONS.get(word, "•"),
+        who=who or None,
+        via=task.via,
+        at=task.decided_at,
+        detail=mask_text(detail),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# The call itself
+# --------------------------------------------------------------------------------------------
+
+
+def _pretty(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False, default=str)
+
+
+def _diff(path: str, old: str, new: str) -> str:
+    lines = list(
+        difflib.unified_diff(
+            old.splitlines(), new.splitlines(), f"a/{path}", f"b/{path}", n=2, lineterm=""
+        )
+    )
+    if len(lines) > _DIFF_LINES:
+        lines = [*lines[:_DIFF_LINES], f"… {len(lines) - _DIFF_LINES} more diff lines"]
+    return "\n".join(lines)
+
+
+def _file_edit(tool_input: dict[str, Any]) -> CodeBlock | None:
+    """File edits as paths and a short diff (Edit, MultiEdit, Write and look-alikes)."""
+    path = tool_input.get("file_path") or tool_input.get("path")
+    if not isinstance(path, str):
+        return None
+    old, new = tool_input.get("old_string"), tool_input.get("new_string")
+    if isinstance(old, str) and isinstance(new, str):
+        return CodeBlock(_diff(path, old, new), "diff")
+    edits = tool_input.get("edits")
+    if isinstance(edits, list) and all(isinstance(e, dict) for e in edits):
+        parts = [
+            _diff(path, str(e.get("old_string", "")), str(e.get("new_string", ""))) for e in edits
+        ]
+        return CodeBlock("\n".join(parts), "diff")
+    content = tool_input.get("content")
+    if isinstance(content, str):
+        return CodeBlock(_diff(path, "", content), "diff")
+    for key in ("patch", "diff"):
+        if isinstance(tool_input.get(key), str):
+            return CodeBlock(f"{path}\n{tool_input[key]}", "diff")
+    return None
+
+
+def render_call(tool_input: Any) -> tuple[CodeBlock | None, tuple[Field, ...]]:
+    """A shell command as a code block, file edits as a diff, other inputs as pretty JSON.
+    Returns the block and the input's remaining small fields (a command's description)."""
+    masked = mask_value(tool_input)
+    if isinstance(masked, str):
+        return CodeBlock(masked), ()
+    if not isinstance(masked, dict):
+        return CodeBlock(_pretty(masked), "json"), ()
+    for key in _SHELL_KEYS:
+        value = masked.get(key)
+        if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+            value = " ".join(value)
+        if isinstance(value, str) and value.strip():
+            rest = {k: v for k, v in masked.items() if k != key}
+            extra: list[Field] = []
+            if isinstance(rest.get("description"), str):
+                extra.append(Field("Description", rest.pop("description")))
+            for k, v in rest.items():
+                extra.append(Field(k, v if isinstance(v, str) else json.dumps(v, default=str)))
+            return CodeBlock(value, "bash"), tuple(extra)
+    edit = _file_edit(masked)
+    if edit is not None:
+        return edit, ()
+    return (CodeBlock(_pretty(masked), "json") if masked else None), ()
+
+
+# --------------------------------------------------------------------------------------------
+# The card
+# --------------------------------------------------------------------------------------------
+
+
+def _profile(profile: dict[str, Any]) -> tuple[str, tuple[str, ...], list[Field]]:
+    masked = mask_value(profile)
+    summary = masked.get("summary") if isinstance(masked.get("summary"), str) else ""
+    badges: list[str] = []
+    effects = masked.get("effects")
+    if isinstance(effects, list):
+        badges.extend(str(e) for e in effects)
+    risk = masked.get("risk")
+    if isinstance(risk, str):
+        badges.append(f"risk: {risk}")
+    if masked.get("reversible") is False:
+        badges.append("irreversible")
+    elif masked.get("reversible") is True:
+        badges.append("reversible")
+    fields: list[Field] = []
+    targets = masked.get("targets")
+    if isinstance(targets, list) and targets:
+        shown = [shorten(str(t), 200) for t in targets[:10]]
+        more = f" (+{len(targets) - 10} more)" if len(targets) > 10 else ""
+        fields.append(Field("Targets", ", ".join(shown) + more))
+    for key, value in masked.items():
+        if key in known_keys() or key == "derived":
+            continue
+        text = value if isinstance(value, str) else json.dumps(value, default=str)
+        fields.append(Field(key, shorten(text, 300)))
+    return shorten(summary, 300), tuple(badges), fields
+
+
+def _why(task: Task, run: Run) -> str:
+    why = task.why
+    index = task.rule_index
+    if index is not None and 0 <= index < len(run.approval_rules):
+        rule = run.approval_rules[index]
+        reason = rule.get("reason") if isinstance(rule, dict) else None
+        if isinstance(reason, str) and reason and reason not in why:
+            why = f"{why} — {reason}"
+    return mask_text(why)
+
+
+def _question_buttons(
+    task: Task, options: tuple[str, ...], chosen: frozenset[int]
+) -> tuple[tuple[Button, ...], ...]:
+    question = task.tool_input if isinstance(task.tool_input, dict) else {}
+    rows: list[tuple[Button, ...]] = []
+    if options and question.get("multi"):
+        for i, label in enumerate(options):
+            mark = "☑" if i in chosen else "☐"
+            rows.append((Button(f"{mark} {shorten(label, 60)}", "toggle", i),))
+        rows.append((Button("✔️ Submit", "submit"), Button("🚫 Decline", "decline")))
+    elif options:
+        rows.extend((Button(shorten(label, 60), "option", i),) for i, label in enumerate(options))
+        rows.append((Button("🚫 Decline", "decline"),))
+    else:
+        rows.append((Button("💬 Answer", "answer_text"), Button("🚫 Decline", "decline")))
+    return tuple(rows)
+
+
+def render_decision(
+    task: Task,
+    run: Run,
+    now: datetime,
+    full_view_url: str | None,
+    *,
+    chosen: frozenset[int] = frozenset(),
+) -> Card:
+    """What a decision shows: waiting (with buttons and the deadline) or ended (with its
+    outcome, no buttons). `chosen` is the toggle state of a multi-select question."""
+    outcome = render_ending(task, now)
+    context = [Field("Run", shorten(mask_text(run.title), 120) or run.id)]
+    if run.title:
+        context.append(Field("Run id", run.id))
+    if task.appended_by:
+        context.append(Field("Agent", task.appended_by))
+    summary, badges, fields = _profile(task.effect_profile or {})
+    deadline = ""
+    if outcome is None and task.deadline is not None:
+        deadline = f"expires in {format_duration(task.deadline - now)}"
+    options: tuple[str, ...] = ()
+    if task.kind == "ask":
+        question = task.tool_input if isinstance(task.tool_input, dict) else {}
+        raw_options = question.get("options")
+        if isinstance(raw_options, list):
+            options = tuple(str(o) for o in raw_options[:_MAX_OPTIONS])
+        buttons = () if outcome is not None else _question_buttons(task, options, chosen)
+        multi = " (choose one or more)" if question.get("multi") else ""
+        return Card(
+            kind="question",
+            icon="❓",
+            title=f"Question{multi}",
+            context=tuple(context),
+            text=mask_text(str(question.get("prompt", ""))),
+            code=None,
+            summary="",
+            badges=(),
+            fields=(),
+            deadline=deadline,
+            buttons=buttons,
+            outcome=outcome,
+            link=full_view_url,
+            options=tuple(mask_text(o) for o in options),
+        )
+    code, extra = render_call(task.tool_input)
+    fields = [*extra, *fields, Field("Why", _why(task, run))]
+    buttons = (
+        ()
+        if outcome is not None
+        else (
+            (Button("✅ Approve", "approve"), Button("❌ Deny", "deny")),
+            (Button("📝 Deny with reason", "deny_reason"),),
+        )
+    )
+    return Card(
+        kind="approval",
+        icon="🛂",
+        title=f"Approve {task.tool}?" if outcome is None else task.tool,
+        context=tuple(context),
+        text="",
+        code=code,
+        summary=summary,
+        badges=badges,
+        fields=tuple(fields),
+        deadline=deadline,
+        buttons=buttons,
+        outcome=outcome,
+        link=full_view_url,
+    )
+
+
+def digest_line(task: Task) -> str:
+    """A decision in one short line, for a digest listing many (masked, not escaped)."""
+    if task.kind == "ask":
+        question = task.tool_input if isinstance(task.tool_input, dict) else {}
+        return "question: " + mask_text(str(question.get("prompt", "")))
+    summary = (task.effect_profile or {}).get("summary")
+    if isinstance(summary, str) and summary:
+        return mask_text(summary)
+    return task.tool

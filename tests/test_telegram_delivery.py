@@ -1,0 +1,294 @@
+"""Getting decisions to Telegram: nudges, webhook mode, size limits, secrets, faults, bursts."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from aiohttp import web
+
+from adapters.telegram import Limits, mount
+from bot.domain import OutboxItem
+from bot.masking import utf16_len
+from store.sql import SqlStore
+from tests.conftest import make_store
+from tests.fakes.telegram_api import FakeTelegram
+from tests.telegram_harness import (
+    ALICE,
+    FAST,
+    GROUP,
+    WS,
+    TgWorld,
+    build_world,
+    close_world,
+    fake_telegram,
+    settings_for,
+    tg_world,
+)
+
+
+@pytest.fixture(autouse=True)
+def _retry_after_as_timedelta(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PTB_TIMEDELTA", "true")
+
+
+@pytest.fixture
+async def sqlite_store(tmp_path: Path) -> AsyncIterator[SqlStore]:
+    store, _ = await make_store("sqlite", tmp_path)
+    yield store
+    await store.close()
+
+
+@pytest.fixture
+async def tg(sqlite_store: SqlStore) -> AsyncIterator[TgWorld]:
+    async with tg_world(sqlite_store) as world:
+        yield world
+
+
+def nudges(fake: FakeTelegram) -> list[str]:
+    return [m.text for m in fake.sent if m.text.startswith("⏰")]
+
+
+async def test_nudges_reply_once_across_restarts(sqlite_store: SqlStore) -> None:
+    async with fake_telegram() as fake:
+        tg = await build_world(sqlite_store, fake)
+        task = await tg.park("k1")
+        await tg.flush()
+        original = tg.message("make deploy k1")
+        await tg.clock.advance(timedelta(hours=23))
+        await tg.core.scheduler.run_once()
+        await tg.flush()
+        (nudge,) = [m for m in fake.sent if m.text.startswith("⏰")]
+        assert nudge.text == "⏰ bash expires in 1 h — alice carol"
+        assert nudge.reply_to_message_id == original.message_id
+        mentioned = {e["user"]["id"] for e in nudge.entities if e["type"] == "text_mention"}
+        assert mentioned == {ALICE, 1003}
+        clock = tg.clock
+        await close_world(tg)
+
+        # a second life over the same store: nothing fires twice, a redelivery sends nothing
+        tg = await build_world(sqlite_store, fake, clock=clock, create=False)
+        await tg.core.scheduler.run_once()
+        await tg.flush()
+        item = OutboxItem(
+            "out_again", "telegram", "nudge", task.id, task.run_id, WS,
+            f"telegram:{task.id}:nudge:0", clock.now(), payload={"remaining": 3600, "seq": 0},
+        )  # fmt: skip
+        await tg.adapter.notifier.deliver(item, task, await tg.adapter.run(task.run_id))  # type: ignore[arg-type]
+        assert len(nudges(fake)) == 1
+
+        await clock.advance(timedelta(minutes=50))
+        await tg.core.scheduler.run_once()
+        await tg.flush()
+        assert nudges(fake)[1:] == ["⏰ bash expires in 10 min — alice carol"]
+        await tg.service.approve(tg.alice, WS, tg.run_id, "k1", via="api")
+        await clock.advance(timedelta(minutes=5))
+        await tg.core.scheduler.run_once()
+        await tg.flush()
+        assert len(nudges(fake)) == 2  # ended: no more nudges
+        assert fake.messages[original.key].text.startswith("✅ Approved by alice")
+        await close_world(tg)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def test_webhook_mode_checks_the_secret(sqlite_store: SqlStore) -> None:
+    port = free_port()
+    async with fake_telegram() as fake:
+        settings = settings_for(
+            fake, mode="webhook", webhook_secret="s3cr3t_-X", public_url=f"http://127.0.0.1:{port}"
+        )
+        app = web.Application()
+        tg: TgWorld | None = None
+        runner = web.AppRunner(app)
+        try:
+            tg = await build_world(sqlite_store, fake, settings=settings, create=True)
+            mount(app, tg.adapter)
+            await runner.setup()
+            await web.TCPSite(runner, "127.0.0.1", port).start()
+            assert fake.webhook_url == f"http://127.0.0.1:{port}/telegram/webhook"
+            assert fake.webhook_secret == "s3cr3t_-X"
+            await tg.park("k1")
+            await tg.flush()
+            msg = tg.message("make deploy k1")
+            forged = {
+                "callback_query": {
+                    "id": "999",
+                    "chat_instance": "1",
+                    "from": {"id": ALICE, "is_bot": False, "first_name": "Alice"},
+                    "data": msg.callback_data[0],
+                    "message": {
+                        "message_id": msg.message_id,
+                        "date": 1,
+                        "chat": {"id": GROUP, "type": "supergroup"},
+                        "text": msg.text,
+                    },
+                }
+            }
+            assert await fake.post_to_webhook(forged, secret="wrong") == 403
+            assert await fake.post_to_webhook(forged, secret=None) == 403
+            assert (await tg.task("k1")).parked
+            answer = await tg.press(msg, "Approve")  # Telegram delivers it with the secret
+            assert answer.text == "✅ Approved"
+            assert (await tg.task("k1")).resolved_by == "alice"
+            assert fake.webhook_deliveries[-1][1] == 200
+        finally:
+            if tg is not None:
+                await close_world(tg)
+            await runner.cleanup()
+
+
+async def test_long_input_is_cut_head_and_tail_with_the_full_view_link(tg: TgWorld) -> None:
+    command = "echo START && " + "x" * 30_000 + " && echo THE-END"
+    await tg.park("k1", tool_input={"command": command})
+    await tg.ask("q1", prompt="Q-BEGIN " + "why? " * 2000 + " Q-FINISH")
+    await tg.park("k2", tool="deploy", tool_input={"items": [{"n": i} for i in range(3000)]})
+    await tg.flush()
+    assert tg.fake.rejected == []
+    for needle in ("echo START", "Q-BEGIN", "deploy"):
+        msg = tg.message(needle)
+        assert utf16_len(msg.text) <= 4096
+        assert "characters cut (see the full view)" in msg.text
+        links = [e["url"] for e in msg.entities if e["type"] == "text_link"]
+        assert links and links[0].startswith(f"https://approvals.example/decisions/{tg.run_id}/")
+    assert "THE-END" in tg.message("echo START").text
+    assert "Q-FINISH" in tg.message("Q-BEGIN").text
+
+
+async def test_secrets_are_masked(tg: TgWorld) -> None:
+    secrets = [
+        "abcdefghijklmnop1234",
+        "hunter2",
+        "tok_9876543210",
+        "sk-proj-ABCDEFGHIJKLMNOPQRST123456",
+        "pa55w0rd!",
+        "ghp_abcdefghijklmnopqrstuvwxyz0123456789",
+        "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC",
+        "AKIAIOSFODNN7EXAMPLE",
+        "xoxb-1234567890-abcdefghij",
+    ]
+    command = (
+        "curl -H 'Authorization: Bearer abcdefghijklmnop1234' "
+        "'https://bob:hunter2@db.example/x?token=tok_9876543210' && "
+        "OPENAI_API_KEY=sk-proj-ABCDEFGHIJKLMNOPQRST123456 ./run --key AKIAIOSFODNN7EXAMPLE"
+    )
+    await tg.park(
+        "k1",
+        tool_input={
+            "command": command,
+            "env": {"DB_PASSWORD": "pa55w0rd!", "GH": "ghp_abcdefghijklmnopqrstuvwxyz0123456789"},
+        },
+        effect_profile={"summary": "post to xoxb-1234567890-abcdefghij", "effects": ["network"]},
+    )
+    pem = "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY-----"
+    await tg.park("k2", tool="Write", tool_input={"file_path": "/etc/key.pem", "content": pem})
+    await tg.flush()
+    texts = [m.raw_text for m in tg.fake.sent]
+    assert len(texts) == 2
+    for secret in secrets:
+        assert not any(secret in text for text in texts), secret
+    assert "Bearer ****" in texts[0] and "bob:****@" in texts[0]
+    assert "/etc/key.pem" in texts[1] and "PRIVATE KEY-----****" in texts[1]
+
+
+async def test_faults_every_decision_once_every_ending_shown(sqlite_store: SqlStore) -> None:
+    fake_kwargs = {"fault_rate": 0.2, "timeout_delay": 0.6, "fault_seed": 7}
+    # One message per decision here (digests under faults: the burst test); pacing relaxed
+    # since this fake does not enforce limits.
+    tuning = replace(FAST, request_timeout=0.3, coalesce_after=1000, max_post_wait=1000.0)
+    limits = Limits(per_chat_interval=0.01, per_chat_burst=100)
+    async with tg_world(sqlite_store, fake=fake_kwargs, tuning=tuning, limits=limits) as tg:
+        keys = [f"k{i}" for i in range(12)]
+        for key in keys:
+            await tg.park(key)
+        await tg.ask("q1", prompt="Proceed?", options=["yes", "no"])
+
+        async def drive(done: object) -> None:
+            for _ in range(60):
+                await tg.core.relay.run_once()
+                if done():  # type: ignore[operator]
+                    return
+                await tg.clock.advance(timedelta(seconds=400))  # past any backoff
+            raise AssertionError("the relay did not get everything through")
+
+        def posted() -> bool:
+            return all(any(f"make deploy {k}" in m.text for m in tg.fake.sent) for k in keys)
+
+        await drive(posted)
+        for key in keys[:4]:
+            await tg.service.approve(tg.alice, WS, tg.run_id, key, via="api")
+        for key in keys[4:8]:
+            await tg.service.deny(tg.carol, WS, tg.run_id, key, reason="no", via="web")
+        await tg.service.stop(tg.agent, WS, tg.run_id)  # cancels the rest and the question
+
+        def shown() -> bool:
+            final = tg.fake.messages_in(GROUP)
+            return len(final) == 13 and all(m.reply_markup is None for m in final)
+
+        await drive(shown)
+        assert tg.fake.faults_injected, "the fake injected no fault"
+        for key in keys:
+            (sent,) = [m for m in tg.fake.sent if f"make deploy {key}" in m.text]
+        final = {m.text.split("\n")[0].split(" by ")[0] for m in tg.fake.messages_in(GROUP)}
+        assert final == {"✅ Approved", "❌ Denied", "⏹ Cancelled"}
+        assert await tg.store.outbox_backlog() == 0
+
+
+async def test_burst_is_coalesced_under_the_limits(sqlite_store: SqlStore) -> None:
+    # Telegram's group limit (20/min) for real; the per-chat rate (1/s) five times faster on
+    # both sides, and the post wait shortened alike, so the test takes seconds, not a minute.
+    limits = Limits(per_chat_interval=0.22)
+    tuning = replace(FAST, max_post_wait=0.5)
+    async with tg_world(
+        sqlite_store, fake={"enforce_rate_limits": True}, limits=limits, tuning=tuning
+    ) as tg:
+        tg.fake.per_chat_per_second = 5.0
+        tg.core.start()
+        keys = [f"k{i}" for i in range(200)]
+        for key in keys:
+            await tg.park(key)
+
+        def visible(suffix: str = "") -> bool:
+            text = "\n".join(m.text for m in tg.fake.messages_in(GROUP))
+            return all(f"make deploy {k}{suffix}" in text for k in keys)
+
+        def every_line() -> bool:
+            lines = {
+                line.split(": make deploy ")[-1].split(" ")[0]
+                for m in tg.fake.messages_in(GROUP)
+                for line in m.text.splitlines()
+            }
+            return set(keys) <= lines
+
+        await tg.fake.wait_for(every_line, timeout=20)
+        assert len(tg.fake.sent) <= 12, len(tg.fake.sent)
+        digests = [m for m in tg.fake.messages_in(GROUP) if m.text.startswith("📥")]
+        assert digests and all(len(m.buttons) <= 24 for m in digests)
+        # a digest's buttons decide too
+        first = digests[0]
+        await tg.press(first, first.buttons[0]["text"])
+        assert sum(not (await tg.task(k)).parked for k in keys) == 1
+
+        for key in keys:
+            if (await tg.task(key)).parked:
+                await tg.service.approve(tg.alice, WS, tg.run_id, key, via="api")
+
+        def all_shown() -> bool:
+            final = tg.fake.messages_in(GROUP)
+            return all(m.reply_markup is None for m in final) and all(
+                "waiting" not in m.text for m in final
+            )
+
+        await tg.fake.wait_for(all_shown, timeout=30)
+        assert tg.fake.rejections(429) == [] and tg.adapter.retry_afters == 0
+        assert len(tg.fake.sent) <= 12
+        await asyncio.sleep(0)

@@ -1,0 +1,237 @@
+"""The browser page in a real headless Chromium (Debian's `chromium`, driven by playwright; no
+browser download). One browser for the module, a fresh context (cookies) per test. The
+screenshots in docs/img/ come from here, so the README shows the page as it is."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+from playwright.async_api import Browser, Locator, Page, async_playwright
+
+from bot import logins
+from bot.cli.demo import CALLS, DEMO_PROFILE, QUESTIONS
+from bot.service import CallSpec, RunSpec
+from tests.conftest import World, make_store, make_world
+from tests.web_helpers import Site, append, declare, site
+
+CHROMIUM = os.environ.get("APPROVALBOT_CHROMIUM", "/usr/bin/chromium")
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+IMAGES = Path(__file__).resolve().parents[1] / "docs" / "img"
+LIVE = 5_000  # ms: "within a second" with room for a loaded machine
+
+pytestmark = [
+    pytest.mark.asyncio(loop_scope="module"),
+    pytest.mark.skipif(
+        not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} missing: `make test` installs chromium"
+    ),
+]
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def browser() -> AsyncIterator[Browser]:
+    async with async_playwright() as p:
+        launched = await p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield launched
+        await launched.close()
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def served(tmp_path: Path) -> AsyncIterator[Site]:
+    store, _ = await make_store("sqlite", tmp_path)
+    world = await make_world(store)
+    async with site(world) as s:
+        yield s
+    await store.close()
+
+
+async def signed_in(browser: Browser, s: Site, who: str = "alice", **options: object) -> Page:
+    """A fresh browser context signed in through a one-time link, on the inbox, live."""
+    context = await browser.new_context(**options)  # type: ignore[arg-type]
+    page = await context.new_page()
+    member = s.world.alice if who == "alice" else s.world.bob
+    token = await logins.issue(s.core.store, s.core.clock, member)
+    await page.goto(f"{s.url}/login/{token}")
+    await page.wait_for_selector('body[data-live="1"]', timeout=LIVE)
+    await page.evaluate("window.__sameDocument = true")  # gone if the page reloads
+    return page
+
+
+async def same_document(page: Page) -> bool:
+    return bool(await page.evaluate("window.__sameDocument === true"))
+
+
+def card(page: Page, run_id: str, key: str) -> Locator:
+    return page.locator(f'article[data-id="{run_id}/{key}"]')
+
+
+async def test_sign_in_see_a_park_arrive_live_approve_and_the_agent_goes_on(
+    browser: Browser, served: Site
+) -> None:
+    world = served.world
+    context = await browser.new_context()
+    page = await context.new_page()
+    await page.goto(f"{served.url}/inbox")
+    assert "/login?next=" in page.url
+    await page.fill("#token", world.tokens["alice"])
+    await page.get_by_role("button", name="Sign in").click()
+    await page.wait_for_url(f"{served.url}/inbox")
+    await page.wait_for_selector('body[data-live="1"]', timeout=LIVE)
+    await page.evaluate("window.__sameDocument = true")
+    assert "Nothing is waiting for you" in await page.inner_text("#inbox-list")
+
+    run_id = await declare(world, title="deploy the shop")
+    task = await append(world, run_id, "bash", {"command": "kubectl rollout restart deploy/shop"})
+    item = card(page, run_id, task.key)
+    await item.wait_for(timeout=LIVE)
+    assert await same_document(page), "the call must arrive without a reload"
+    assert "kubectl rollout restart deploy/shop" in await item.inner_text()
+    assert "expires in 23 h 59 min" in await item.locator(".deadline").inner_text()
+    assert await page.inner_text("#inbox-count") == "1"
+
+    waiting = asyncio.create_task(
+        world.core.service.wait_task(world.agent, world.ws, run_id, task.key, timeout=30)
+    )
+    await item.locator("button.approve").click()
+    await page.wait_for_selector(".flash.ok", timeout=LIVE)
+    ended = await asyncio.wait_for(waiting, 10)
+    assert (ended.state, ended.resolved_by, ended.via) == ("granted", "alice", "web")
+    await item.wait_for(state="detached", timeout=LIVE)
+    await context.close()
+
+
+async def test_deny_with_a_reason(browser: Browser, served: Site) -> None:
+    world = served.world
+    page = await signed_in(browser, served)
+    run_id = await declare(world)
+    task = await append(world, run_id, "bash", {"command": "git push --force origin main"})
+    item = card(page, run_id, task.key)
+    await item.wait_for(timeout=LIVE)
+    await item.locator('input[name="reason"]').fill("open a pull request instead")
+    await item.locator("button.deny").click()
+    await page.wait_for_selector(".flash.ok", timeout=LIVE)
+    ended = await world.core.service.get_task(world.agent, world.ws, run_id, task.key)
+    assert ended.state == "failed" and ended.via == "web"
+    assert ended.error == {"code": "approval_denied", "detail": "open a pull request instead"}
+    await page.context.close()
+
+
+async def test_answer_a_multi_question(browser: Browser, served: Site) -> None:
+    world = served.world
+    page = await signed_in(browser, served, "bob")
+    run_id = await declare(world)
+    question = {"prompt": "Which checks?", "options": ["lint", "unit", "e2e"], "multi": True}
+    task = await append(world, run_id, "ask", question)
+    item = card(page, run_id, task.key)
+    await item.wait_for(timeout=LIVE)
+    await item.get_by_label("e2e").check()
+    await item.get_by_label("lint").check()
+    await item.get_by_role("button", name="Submit answer").click()
+    await page.wait_for_selector(".flash.ok", timeout=LIVE)
+    ended = await world.core.service.get_task(world.agent, world.ws, run_id, task.key)
+    assert ended.state == "resolved" and ended.resolved_by == "bob" and ended.via == "web"
+    assert ended.resolution == {"content": ["lint", "e2e"]}
+    await page.context.close()
+
+
+async def test_a_decision_ended_from_the_api_leaves_the_page_live(
+    browser: Browser, served: Site
+) -> None:
+    world = served.world
+    page = await signed_in(browser, served)
+    run_id = await declare(world)
+    gone = await append(world, run_id, "bash", {"command": "make deploy"})
+    stays = await append(world, run_id, "bash", {"command": "make migrate"})
+    await card(page, run_id, stays.key).wait_for(timeout=LIVE)
+    # Half-typed reason on the card that stays: live updates must not wipe it.
+    await card(page, run_id, stays.key).locator('input[name="reason"]').fill("half typed")
+    decision_page = await page.context.new_page()
+    await decision_page.goto(f"{served.url}/decisions/{run_id}/{gone.key}")
+    await decision_page.wait_for_selector('body[data-live="1"]', timeout=LIVE)
+
+    await world.core.service.approve(world.bob, world.ws, run_id, gone.key, via="api")
+    await card(page, run_id, gone.key).wait_for(state="detached", timeout=LIVE)
+    assert await same_document(page)
+    reason = card(page, run_id, stays.key).locator('input[name="reason"]')
+    assert await reason.input_value() == "half typed"
+    assert await page.inner_text("#inbox-count") == "1"
+    # The decision's own page shows how it ended, by itself.
+    outcome = decision_page.locator(".outcome")
+    await outcome.wait_for(timeout=LIVE)
+    assert "approved by bob via api" in " ".join((await outcome.inner_text()).split())
+    await page.context.close()
+
+
+async def test_a_form_post_without_the_csrf_token_is_refused(
+    browser: Browser, served: Site
+) -> None:
+    world = served.world
+    page = await signed_in(browser, served)
+    run_id = await declare(world)
+    task = await append(world, run_id, "bash", {"command": "make deploy"})
+    item = card(page, run_id, task.key)
+    await item.wait_for(timeout=LIVE)
+    await item.locator('form.approve input[name="csrf"]').evaluate("input => input.remove()")
+    async with page.expect_response(lambda r: r.request.method == "POST") as answer:
+        await item.locator("button.approve").click()
+    assert (await answer.value).status == 403
+    assert "csrf_failed" in await page.inner_text("main")
+    still = await world.core.service.get_task(world.agent, world.ws, run_id, task.key)
+    assert still.state == "needs_approval"
+    await page.context.close()
+
+
+async def _demo_inbox(world: World) -> tuple[str, str]:
+    """The inbox the README shows: the demo agent's run, as `approvalbot demo` makes it."""
+    spec = RunSpec(
+        approval_mode=DEMO_PROFILE["approval_mode"],
+        approval_rules=DEMO_PROFILE["approval_rules"],
+        aliases=DEMO_PROFILE["aliases"],
+        title="demo: prepare the shop 1.4.0 release",
+    )
+    run = await world.core.service.declare_run(world.agent, world.ws, spec)
+    keys = []
+    for call in CALLS:
+        receipt = await world.core.service.append(
+            world.agent,
+            world.ws,
+            run.id,
+            CallSpec(call.tool, call.input, effect_profile=call.profile),
+        )
+        if receipt.task.parked:
+            keys.append(receipt.task.key)
+        await world.clock.advance(7)
+    for question in QUESTIONS:
+        await world.core.service.append(world.agent, world.ws, run.id, CallSpec("ask", question))
+        await world.clock.advance(5)
+    return run.id, keys[0]
+
+
+async def test_screenshots_for_the_docs(browser: Browser, served: Site) -> None:
+    world = served.world
+    run_id, edit_key = await _demo_inbox(world)
+    IMAGES.mkdir(parents=True, exist_ok=True)
+    page = await signed_in(browser, served, viewport={"width": 1100, "height": 1500})
+    await page.wait_for_selector("article[data-id]")
+    await page.screenshot(path=str(IMAGES / "inbox.png"))
+    phone = await signed_in(
+        browser, served, viewport={"width": 390, "height": 844}, device_scale_factor=2
+    )
+    await phone.screenshot(path=str(IMAGES / "inbox-mobile.png"))
+    await page.goto(f"{served.url}/decisions/{run_id}/{edit_key}")
+    await page.screenshot(path=str(IMAGES / "decision.png"), full_page=True)
+    for name in ("inbox.png", "inbox-mobile.png", "decision.png"):
+        assert (IMAGES / name).stat().st_size > 10_000
+    await page.context.close()
+    await phone.context.close()
