@@ -26,6 +26,7 @@ import argparse
 import fnmatch
 import gc
 import json
+import os
 import platform
 import statistics
 import sys
@@ -40,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bot.rules import compile_policy
 from bot.rules.validate import MAX_RULES_BYTES, compact_json
 
+cedarpy: Any
 try:
     import cedarpy
 except ImportError:  # bench-only extra
@@ -271,8 +273,10 @@ def run(quick: bool) -> int:
         ("64 KiB list over 10 tools", case_bound(False), 40.0),
     ]
     scale = 0.2 if quick else 1.0
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(
-        f"python {platform.python_version()} on {platform.machine()}, "
+        f"python {platform.python_version()} on {platform.machine()} "
+        f"({os.cpu_count()} CPUs, load average {load:.1f}), "
         f"cedarpy {'missing' if cedarpy is None else getattr(cedarpy, '__version__', 'installed')}"
     )
     print(
@@ -299,11 +303,11 @@ def run(quick: bool) -> int:
             if call_name == "late-deny":
                 assert verdict.outcome == "failed" and verdict.rule_index == len(rules) - 1
 
-            def ours(ti: dict[str, str] = tool_input) -> object:
-                return policy.evaluate(tool_name="bash", tool_input=ti, mode="ask")
+            def ours(ti: dict[str, str] = tool_input, pol: Any = policy) -> object:
+                return pol.evaluate(tool_name="bash", tool_input=ti, mode="ask")
 
-            def naive_call(ti: dict[str, str] = tool_input) -> object:
-                return naive("bash", ti)
+            def naive_call(ti: dict[str, str] = tool_input, fn: Any = naive) -> object:
+                return fn("bash", ti)
 
             t_ours = measure(ours, batch=20, samples=int(5000 * scale))
             t_naive = measure(naive_call, batch=1, samples=int(1000 * scale))
@@ -320,11 +324,11 @@ def run(quick: bool) -> int:
                 else:
                     assert reasons == list(expected), (reasons, expected)
 
-                def cedar_call(r: dict[str, Any] = req) -> object:
-                    return cedarpy.is_authorized(r, ps, ents)
+                def cedar_call(r: dict[str, Any] = req, p: Any = ps, e: Any = ents) -> object:
+                    return cedarpy.is_authorized(r, p, e)
 
-                def cedar_text_call(r: dict[str, Any] = req) -> object:
-                    return cedarpy.is_authorized(r, text, "[]")
+                def cedar_text_call(r: dict[str, Any] = req, t: Any = text) -> object:
+                    return cedarpy.is_authorized(r, t, "[]")
 
                 t_cedar = measure(cedar_call, batch=1, samples=int(1000 * scale))
                 t_text = measure(cedar_text_call, batch=1, samples=int(300 * scale))
@@ -333,11 +337,14 @@ def run(quick: bool) -> int:
             shown = [f"{t.median_us:7.2f}/{t.p99_us:<8.2f}" for t in cells]
             while len(shown) < 4:
                 shown.append("n/a")
-            met = t_ours.median_us <= target and (ratio != ratio or ratio >= 20)
+            # the absolute targets are for the no-match calls; >= 20x cedar is for every call
+            absolute = call_name != "no-match" or t_ours.median_us <= target
+            met = absolute and (ratio != ratio or ratio >= 20)
+            goal = f"≤{target:g} µs & ≥20x" if call_name == "no-match" else "≥20x"
             failures += 0 if met else 1
             print(
                 f"{name:42} {call_name:10} {shown[0]:>16} {shown[1]:>16} {shown[2]:>18} "
-                f"{shown[3]:>18} {ratio:8.0f}x  ≤{target:g} µs & ≥20x: {'met' if met else 'MISSED'}"
+                f"{shown[3]:>18} {ratio:8.0f}x  {goal}: {'met' if met else 'MISSED'}"
             )
     return 0 if failures == 0 else 1
 

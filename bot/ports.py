@@ -94,6 +94,9 @@ class Tx(Protocol):
     async def end_task(
         self, task_id: str, from_states: Sequence[TaskState], ending: Ending
     ) -> Task | None: ...
+    async def end_tasks(
+        self, task_ids: Sequence[str], from_states: Sequence[TaskState], ending: Ending
+    ) -> list[Task]: ...
     async def add_review(
         self,
         *,
@@ -106,7 +109,7 @@ class Tx(Protocol):
     ) -> int: ...
 
     # events, log, outbox, timers
-    async def add_events(self, events: Sequence[NewEvent], at: datetime) -> list[Event]: ...
+    async def add_events(self, events: Sequence[NewEvent], at: datetime) -> None: ...
     async def add_log(self, entries: Sequence[LogEntry]) -> None: ...
     async def add_outbox(self, items: Sequence[OutboxItem]) -> None: ...
     async def add_timers(self, timers: Sequence[Timer]) -> None: ...
@@ -264,6 +267,24 @@ class ChatState(Protocol):
     ) -> DigestPage:
         """Append to the chat's open page (a new one when it is full or older than
         `fresh_for` seconds); atomic."""
+        ...
+
+    async def join_digest(
+        self,
+        channel: str,
+        chat_id: int,
+        task_id: str,
+        page_size: int,
+        at: datetime,
+        ref: Versioned,
+        fresh_for: float = 600.0,
+    ) -> DigestPage | None:
+        """`add_to_digest` and the compare-and-swap of the task's delivery ref (recording the
+        page) in one transaction; None if the ref moved on."""
+        ...
+
+    async def tasks(self, task_ids: Sequence[str]) -> list[Task]:
+        """Tasks by id, in the order given (a digest page's list, in one read)."""
         ...
 
     async def digest_pages(self, channel: str, chat_id: int | None = None) -> list[DigestPage]:

@@ -21,7 +21,7 @@ _IDLE_RECHECK = timedelta(seconds=5)
 
 
 class Scheduler:
-    def __init__(self, service: ApprovalService, clock: Clock, batch: int = 500) -> None:
+    def __init__(self, service: ApprovalService, clock: Clock, batch: int = 1000) -> None:
         self.service = service
         self.clock = clock
         self.batch = batch

@@ -655,16 +655,28 @@ class ApprovalService:
         # Its timers are left to fire into nothing: touching timer rows here would lock them
         # in the opposite order to the clock loop (timer, then run).
         writes = batch or _Writes()
+        self._record_ending(run, ended, ending, action, principal, detail, writes)
+        if batch is None:
+            writes.events.append(await self._attention(tx, run.id))
+            await writes.flush(tx, ending.at)
+        return ended
+
+    def _record_ending(
+        self,
+        run: Run,
+        ended: Task,
+        ending: Ending,
+        action: str,
+        principal: Principal | None,
+        detail: dict[str, Any] | None,
+        writes: _Writes,
+    ) -> None:
         writes.events.append(self._settled_event(ended))
         writes.log.append(self._log(run, ended, action, principal, ending.via, detail, ending.at))
         if ended.resolution_token_hash is None:
             writes.outbox.extend(self._outbox(ended, "ended", ending.at))
-        if batch is None:
-            writes.events.append(await self._attention(tx, run.id))
-            await writes.flush(tx, ending.at)
         DECISIONS.labels(outcome=ended.state, via=ending.via).inc()
         DECISION_LATENCY.observe((ending.at - ended.created_at).total_seconds())
-        return ended
 
     @staticmethod
     def _require_member(principal: Principal) -> None:
@@ -938,6 +950,7 @@ class ApprovalService:
         """Act on every due deadline and nudge (claimed, so each fires once across instances)."""
         now = self.clock.now()
         touched: dict[str, Run] = {}
+        expiring: list[Task] = []
         writes = _Writes()
         async with self.store.write() as tx:
             timers = await tx.claim_due_timers(now, limit)
@@ -950,12 +963,11 @@ class ApprovalService:
                 if run is None or task is None or not task.parked or task.deadline is None:
                     continue
                 touched[run.id] = run
-                if timer.kind == "nudge":
-                    if task.deadline <= now:
-                        continue  # expiring now: the ending says it, not a nudge
+                if timer.kind == "deadline":
+                    expiring.append(task)
+                elif task.deadline > now:  # a nudge; when expiring now, the ending says it
                     await self._nudge(run, task, timer, now, writes)
-                else:
-                    await self._expire(tx, run, task, now, writes)
+            await self._expire(tx, touched, expiring, now, writes)
             # One attention_required per run for the whole batch, not one per ending.
             for run_id in touched:
                 writes.events.append(await self._attention(tx, run_id))
@@ -979,16 +991,32 @@ class ApprovalService:
             payload = {"remaining": remaining, "seq": timer.seq}
             writes.outbox.extend(self._outbox(task, "nudge", now, f":{timer.seq}", payload))
 
-    async def _expire(self, tx: Tx, run: Run, task: Task, now: datetime, writes: _Writes) -> None:
-        question = task.kind == "ask"
-        code = errors.QUESTION_EXPIRED if question else errors.APPROVAL_EXPIRED
-        what = "question" if question else "approval"
-        error = {"code": code, "detail": f"nobody answered the {what} in time"}
-        ending = Ending("timed_out", now, None, "clock", error=error)
-        ended = await self._end(tx, run, task, ending, "expired", None, batch=writes)
-        if question or ended.failure_policy == "hold":
-            if await tx.set_run_state(run.id, ("running",), "held", held_task_key=task.key):
-                run.state = "held"
-                data = {"reason": code, "task_key": task.key}
-                writes.events.append(NewEvent(run.id, "run_held", data))
-                writes.log.append(self._log(run, task, "run_held", None, "clock", data, at=now))
+    async def _expire(
+        self,
+        tx: Tx,
+        runs: Mapping[str, Run],
+        tasks: Sequence[Task],
+        now: datetime,
+        writes: _Writes,
+    ) -> None:
+        """End every task whose deadline passed, with one compare-and-set per kind."""
+        for kind, code, what in (
+            ("tool_call", errors.APPROVAL_EXPIRED, "approval"),
+            ("ask", errors.QUESTION_EXPIRED, "question"),
+        ):
+            ids = [t.id for t in tasks if t.kind == kind]
+            if not ids:
+                continue
+            error = {"code": code, "detail": f"nobody answered the {what} in time"}
+            ending = Ending("timed_out", now, None, "clock", error=error)
+            for ended in await tx.end_tasks(ids, PARKED_STATES, ending):
+                run = runs[ended.run_id]
+                self._record_ending(run, ended, ending, "expired", None, None, writes)
+                if kind == "tool_call" and ended.failure_policy != "hold":
+                    continue
+                held = await tx.set_run_state(run.id, ("running",), "held", ended.key)
+                if held:
+                    run.state = "held"
+                    data = {"reason": code, "task_key": ended.key}
+                    writes.events.append(NewEvent(run.id, "run_held", data))
+                    writes.log.append(self._log(run, ended, "run_held", None, "clock", data, now))

@@ -347,6 +347,27 @@ class SqlTx:
         )
         return cv.task(row) if row else None
 
+    async def end_tasks(
+        self, task_ids: Sequence[str], from_states: Sequence[TaskState], ending: Ending
+    ) -> list[Task]:
+        """The set-based compare-and-set: ends those of `task_ids` still in `from_states`."""
+        if not task_ids:
+            return []
+        rows = await self._all(
+            sa.update(TASK)
+            .where(TASK.c.id.in_(list(task_ids)), TASK.c.state.in_(list(from_states)))
+            .values(
+                state=ending.state,
+                decided_at=cv.ts(ending.at),
+                resolved_by=ending.resolved_by,
+                via=ending.via,
+                error=ending.error,
+                resolution=ending.resolution,
+            )
+            .returning(*TASK.c)
+        )
+        return sorted((cv.task(r) for r in rows), key=lambda t: (t.run_id, t.created_at))
+
     async def add_review(
         self,
         *,
@@ -377,11 +398,10 @@ class SqlTx:
         return int((await self.conn.execute(stmt)).scalar_one())
 
     # events, log, outbox, timers ---------------------------------------------------------------
-    async def add_events(self, events: Sequence[NewEvent], at: datetime) -> list[Event]:
+    async def add_events(self, events: Sequence[NewEvent], at: datetime) -> None:
         by_run: dict[str, list[NewEvent]] = {}
         for new in events:
             by_run.setdefault(new.run_id, []).append(new)
-        stored: list[Event] = []
         for run_id, news in by_run.items():
             # Reserving the sequence numbers on the run row orders events per run on both
             # databases (on PostgreSQL the row lock serialises concurrent writers of one run).
@@ -405,15 +425,8 @@ class SqlTx:
                 }
                 for i, new in enumerate(news)
             ]
-            ids = (
-                await self.conn.execute(
-                    sa.insert(EVENT).returning(EVENT.c.id, sort_by_parameter_order=True), rows
-                )
-            ).scalars()
-            stored.extend(
-                Event(id=i, run_id=run_id, seq=r["seq"], name=r["name"], data=r["data"], at=at)
-                for i, r in zip(ids, rows, strict=True)
-            )
+            # A plain executemany: asking for the ids back would make SQLite insert row by row.
+            await self.conn.execute(sa.insert(EVENT), rows)
             if self.postgres and run_id not in self.notify_runs:
                 # NOTIFY inside the transaction is delivered exactly when it commits.
                 await self.conn.execute(
@@ -421,7 +434,6 @@ class SqlTx:
                     {"channel": NOTIFY_CHANNEL, "payload": f"{workspace_id} {run_id}"},
                 )
             self.notify_runs.add(run_id)
-        return stored
 
     async def add_log(self, entries: Sequence[LogEntry]) -> None:
         if not entries:
@@ -497,7 +509,7 @@ class SqlTx:
         stmt = (
             sa.select(TIMER)
             .where(TIMER.c.done.is_(False), TIMER.c.due_at <= cv.ts(now))
-            .order_by(TIMER.c.due_at)
+            .order_by(TIMER.c.due_at, TIMER.c.run_id)
             .limit(limit)
         )
         if self.postgres:

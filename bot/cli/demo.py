@@ -259,7 +259,8 @@ async def _follow(
         if task.state != "resolved":
             say(f"  ←  question {word}{who}: I will go with the defaults")
             return
-        say(f"  ←  answered{who}: {answer}")
+        shown = ", ".join(answer) if isinstance(answer, list) else answer
+        say(f"  ←  answered{who}: {shown}")
         chosen = answer if isinstance(answer, list) else [answer]
         for option in chosen:
             command = CHECK_COMMANDS.get(str(option))

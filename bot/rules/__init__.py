@@ -16,9 +16,9 @@ from bot.rules.engine import (
     cut_reason,
     member_denial_detail,
     strip_runner_suffix,
-    text_at,
 )
 from bot.rules.globs import Glob, MultiGlob, glob_match, glob_match_reference
+from bot.rules.paths import text_at
 from bot.rules.tighten import at_least_as_strict, strictness, tighten
 from bot.rules.validate import (
     MAX_RULES_BYTES,

@@ -31,6 +31,7 @@ from bot.errors import (
 )
 from bot.rules.globs import MultiGlob, simple_predicate
 from bot.rules.globs import predicate as glob_predicate
+from bot.rules.paths import Step, encode_text, leaf_text, path_steps, text_bytes_at
 from bot.rules.validate import ORIGINS, RuleSpec, check_aliases, check_rules, compact_json
 from bot.rules.validate import RulesInvalid as RulesInvalid
 
@@ -95,84 +96,6 @@ def cut_reason(reason: str, limit: int = REASON_MAX_BYTES) -> str:
 def member_denial_detail(member: str, reason: str | None) -> str:
     """SPEC 2.8 for a person's deny: their reason, or `denied by MEMBER`."""
     return reason if reason else f"denied by {member}"
-
-
-def _encode(text: str) -> bytes:
-    try:
-        return text.encode()
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "surrogatepass")
-
-
-def _int_text(value: int) -> str:
-    try:
-        return str(value)
-    except ValueError:  # beyond sys.get_int_max_str_digits(): spell it in chunks
-        sign = "-" if value < 0 else ""
-        high, low = divmod(abs(value), 10**1000)
-        return sign + _int_text(high) + str(low).zfill(1000)
-
-
-def _join_scalars(items: list[Any]) -> str | None:
-    """An array of scalars joined by one space in JSON spelling; None if any item is not."""
-    parts: list[str] = []
-    for item in items:
-        if isinstance(item, str):
-            parts.append(item)
-        elif item is None:
-            parts.append("null")
-        elif item is True:
-            parts.append("true")
-        elif item is False:
-            parts.append("false")
-        elif isinstance(item, int):
-            parts.append(_int_text(item))
-        elif isinstance(item, float):
-            parts.append(json.dumps(item))
-        else:
-            return None
-    return " ".join(parts)
-
-
-Step = tuple[str, int | None]
-
-
-def _text_at(value: object, steps: tuple[Step, ...]) -> bytes | None:
-    """The UTF-8 text at a path (SPEC 2.4), or None when there is no text."""
-    for key, index in steps:
-        if isinstance(value, dict):
-            value = value.get(key)
-        elif isinstance(value, list):
-            if index is None or index >= len(value):
-                return None
-            value = value[index]
-        else:
-            return None
-    return _leaf_text(value)
-
-
-def _leaf_text(value: object) -> bytes | None:
-    """The text of the value a path reached: a string, an array of scalars, or nothing."""
-    if isinstance(value, str):
-        return _encode(value)
-    if isinstance(value, list):
-        joined = _join_scalars(value)
-        return None if joined is None else _encode(joined)
-    return None
-
-
-def text_at(tool_input: object, path: str) -> str | None:
-    """The text at a dotted path, for display and tests (the engine works on bytes)."""
-    raw = _text_at(tool_input, _steps(path))
-    return None if raw is None else raw.decode("utf-8", "surrogatepass")
-
-
-def _steps(path: str) -> tuple[Step, ...]:
-    out: list[Step] = []
-    for seg in path.split("."):
-        index = int(seg) if seg.isascii() and seg.isdigit() else None
-        out.append((seg, index))
-    return tuple(out)
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,6 +185,8 @@ class Policy:
         if plan is None:
             plan = self._plan(tool_name, origin)
         if tool_names is not None and plan.tool not in tool_names:
+            if mode not in MODES:
+                self._decide(plan, (), mode, False)  # raises the invalid-mode error
             return plan.undeclared
         hits: list[int] | None = None
         text: bytes | None
@@ -274,9 +199,9 @@ class Policy:
                     except UnicodeEncodeError:
                         text = value.encode("utf-8", "surrogatepass")
                 else:
-                    text = _leaf_text(value)
+                    text = leaf_text(value)
             else:
-                text = _text_at(tool_input, steps)
+                text = text_bytes_at(tool_input, steps)
             if text is None:
                 continue
             if present:
@@ -319,7 +244,7 @@ class Policy:
         tool_set = self._tool_sets.get(origin)
         chosen: set[int] = set()
         if tool_set is not None:
-            chosen = {tool_set.rule_of[a] for a in tool_set.match_all(_encode(tool))}
+            chosen = {tool_set.rule_of[a] for a in tool_set.match_all(encode_text(tool))}
         static: list[int] = []
         by_path: dict[tuple[Step, ...], list[_Rule]] = {}
         for index in sorted(chosen):
@@ -424,7 +349,7 @@ def _compile(specs: list[RuleSpec], aliases: dict[str, str], rules_json: list[An
     tool_alts: dict[str, tuple[list[bytes], list[int]]] = {}
     path_globs: dict[tuple[str, str], tuple[list[bytes], list[int]]] = {}
     for spec in specs:
-        pattern = None if spec.match is None else _encode(spec.match)
+        pattern = None if spec.match is None else encode_text(spec.match)
         reason = cut_reason(spec.reason) if spec.reason else None
         rules.append(
             _Rule(
@@ -432,7 +357,7 @@ def _compile(specs: list[RuleSpec], aliases: dict[str, str], rules_json: list[An
                 verdict=spec.verdict,
                 origin=spec.origin,
                 tool=spec.tool,
-                path=None if spec.path is None else _steps(spec.path),
+                path=None if spec.path is None else path_steps(spec.path),
                 reason=reason,
                 predicate=None if pattern is None else glob_predicate(pattern),
                 simple=pattern is not None and simple_predicate(pattern) is not None,
@@ -440,7 +365,7 @@ def _compile(specs: list[RuleSpec], aliases: dict[str, str], rules_json: list[An
         )
         alts, owners = tool_alts.setdefault(spec.origin, ([], []))
         for alt in spec.tool.split("|"):
-            alts.append(_encode(alt))
+            alts.append(encode_text(alt))
             owners.append(spec.index)
         if pattern is not None and spec.path is not None:
             globs, owners = path_globs.setdefault((spec.origin, spec.path), ([], []))
