@@ -541,7 +541,10 @@ class ApprovalService:
 
     async def _attention(self, tx: Tx, run_id: str) -> NewEvent:
         """`attention_required` naming every task of the run now resting on a person."""
-        parked = await tx.parked_keys(run_id)
+        return self._attention_event(run_id, await tx.parked_keys(run_id))
+
+    @staticmethod
+    def _attention_event(run_id: str, parked: list[tuple[str, str]]) -> NewEvent:
         if any(state == "needs_approval" for _, state in parked):
             reason = "approval_required"
         elif parked:
@@ -956,9 +959,10 @@ class ApprovalService:
             timers = await tx.claim_due_timers(now, limit)
             await tx.finish_timers([t.id for t in timers])
             tasks = {t.id: t for t in await tx.tasks_by_ids([t.task_id for t in timers])}
-            # Lock runs in one global order so two instances' batches never deadlock.
+            # Runs are locked in id order so two instances' batches never deadlock.
+            runs = await tx.lock_runs([t.run_id for t in timers])
             for timer in sorted(timers, key=lambda t: (t.run_id, t.due_at)):
-                run = touched.get(timer.run_id) or await tx.get_run(timer.run_id, for_update=True)
+                run = runs.get(timer.run_id)
                 task = tasks.get(timer.task_id)
                 if run is None or task is None or not task.parked or task.deadline is None:
                     continue
@@ -969,8 +973,8 @@ class ApprovalService:
                     await self._nudge(run, task, timer, now, writes)
             await self._expire(tx, touched, expiring, now, writes)
             # One attention_required per run for the whole batch, not one per ending.
-            for run_id in touched:
-                writes.events.append(await self._attention(tx, run_id))
+            for run_id, parked in (await tx.parked_keys_of(list(touched))).items():
+                writes.events.append(self._attention_event(run_id, parked))
             await writes.flush(tx, now)
         outbox = bool(writes.outbox)
         for run in touched.values():

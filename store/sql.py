@@ -308,6 +308,25 @@ class SqlTx:
         stmt = sa.select(TASK).where(TASK.c.id.in_(list(set(task_ids))))
         return [cv.task(r) for r in await self._all(stmt)]
 
+    async def lock_runs(self, run_ids: Sequence[str]) -> dict[str, Run]:
+        """Read (and on PostgreSQL lock, in id order) several runs at once."""
+        stmt = sa.select(RUN).where(RUN.c.id.in_(sorted(set(run_ids)))).order_by(RUN.c.id)
+        if self.postgres:
+            stmt = stmt.with_for_update()
+        return {r["id"]: cv.run(r) for r in await self._all(stmt)}
+
+    async def parked_keys_of(self, run_ids: Sequence[str]) -> dict[str, list[tuple[str, str]]]:
+        """(key, state) of the parked tasks of several runs, oldest first."""
+        found: dict[str, list[tuple[str, str]]] = {run_id: [] for run_id in run_ids}
+        stmt = (
+            sa.select(TASK.c.run_id, TASK.c.key, TASK.c.state)
+            .where(TASK.c.run_id.in_(list(found)), TASK.c.state.in_(PARKED_STATES))
+            .order_by(TASK.c.created_at, TASK.c.id)
+        )
+        for row in (await self.conn.execute(stmt)).all():
+            found[row.run_id].append((row.key, row.state))
+        return found
+
     async def parked_keys(self, run_id: str) -> list[tuple[str, str]]:
         """(key, state) of the run's parked tasks, oldest first; cheaper than whole rows."""
         stmt = (
@@ -402,19 +421,25 @@ class SqlTx:
         by_run: dict[str, list[NewEvent]] = {}
         for new in events:
             by_run.setdefault(new.run_id, []).append(new)
-        for run_id, news in by_run.items():
-            # Reserving the sequence numbers on the run row orders events per run on both
-            # databases (on PostgreSQL the row lock serialises concurrent writers of one run).
-            last, workspace_id = (
-                await self.conn.execute(
-                    sa.update(RUN)
-                    .where(RUN.c.id == run_id)
-                    .values(event_seq=RUN.c.event_seq + len(news))
-                    .returning(RUN.c.event_seq, RUN.c.workspace_id)
-                )
-            ).one()
+        if not by_run:
+            return
+        # Reserving the sequence numbers on the run rows orders events per run on both
+        # databases (on PostgreSQL the row lock serialises concurrent writers of one run).
+        # One statement for all runs: the clock ends tasks of hundreds of runs per batch.
+        bump = sa.case({run_id: len(news) for run_id, news in by_run.items()}, value=RUN.c.id)
+        reserved = (
+            await self.conn.execute(
+                sa.update(RUN)
+                .where(RUN.c.id.in_(list(by_run)))
+                .values(event_seq=RUN.c.event_seq + bump)
+                .returning(RUN.c.id, RUN.c.event_seq, RUN.c.workspace_id)
+            )
+        ).all()
+        rows: list[dict[str, Any]] = []
+        for run_id, last, _workspace in reserved:
+            news = by_run[run_id]
             first = last - len(news) + 1
-            rows = [
+            rows.extend(
                 {
                     "run_id": run_id,
                     "seq": first + i,
@@ -424,16 +449,17 @@ class SqlTx:
                     "created_at": cv.ts(at),
                 }
                 for i, new in enumerate(news)
-            ]
-            # A plain executemany: asking for the ids back would make SQLite insert row by row.
-            await self.conn.execute(sa.insert(EVENT), rows)
-            if self.postgres and run_id not in self.notify_runs:
-                # NOTIFY inside the transaction is delivered exactly when it commits.
-                await self.conn.execute(
-                    sa.text("SELECT pg_notify(:channel, :payload)"),
-                    {"channel": NOTIFY_CHANNEL, "payload": f"{workspace_id} {run_id}"},
-                )
-            self.notify_runs.add(run_id)
+            )
+        # A plain executemany: asking for the ids back would make SQLite insert row by row.
+        await self.conn.execute(sa.insert(EVENT), rows)
+        fresh = [(w, r) for r, _, w in reserved if r not in self.notify_runs]
+        if self.postgres and fresh:
+            # NOTIFY inside the transaction is delivered exactly when it commits.
+            await self.conn.execute(
+                sa.text("SELECT pg_notify(:channel, p) FROM unnest(CAST(:payloads AS text[])) p"),
+                {"channel": NOTIFY_CHANNEL, "payloads": [f"{w} {r}" for w, r in fresh]},
+            )
+        self.notify_runs.update(by_run)
 
     async def add_log(self, entries: Sequence[LogEntry]) -> None:
         if not entries:
