@@ -77,6 +77,9 @@ class OutboxRelay:
 
     async def _loop(self) -> None:
         while True:
+            # Clear before the round, not after: a wake-up during the round (a new item
+            # committed meanwhile) must start the next round at once, not after `poll`.
+            self._wake.clear()
             try:
                 count = await self.run_once()
             except asyncio.CancelledError:
@@ -86,7 +89,6 @@ class OutboxRelay:
                 count = 0
             if count >= self.batch:
                 continue
-            self._wake.clear()
             try:
                 await asyncio.wait_for(self._wake.wait(), timeout=self.poll)
             except TimeoutError:

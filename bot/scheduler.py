@@ -43,6 +43,8 @@ class Scheduler:
 
     async def _loop(self) -> None:
         while True:
+            # Clear before looking, so a timer added while we look wakes the next round.
+            self._wake.clear()
             try:
                 await self.run_once()
                 due = await self.service.store.next_timer_due()
@@ -54,7 +56,6 @@ class Scheduler:
                 await asyncio.sleep(1)
             now = self.clock.now()
             until = min(due, now + _IDLE_RECHECK) if due is not None else now + _IDLE_RECHECK
-            self._wake.clear()
             await self.clock.sleep_until(until, self._wake)
 
     def start(self) -> None:
