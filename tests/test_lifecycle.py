@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 
 import pytest
@@ -368,3 +369,25 @@ async def test_decision_log_is_complete(world: World) -> None:
         ("parked", "agent", "api"),
         ("denied", "alice", "slack"),
     ]
+
+
+async def test_clock_loop_fires_when_time_moves(world: World) -> None:
+    """The real loop, not run_once: it sleeps until the next deadline and wakes on new ones."""
+    s = world.core.service
+    world.core.start()
+    try:
+        run_id = await run_of(world)
+        await park(world, run_id)
+        task = await s.wait_task(world.agent, WS, run_id, "k1", 0.05)
+        assert task.state == "needs_approval"
+        await world.clock.advance(timedelta(hours=24))
+        task = await s.wait_task(world.agent, WS, run_id, "k1", 5)
+        assert task.state == "timed_out"
+        # The relay loop delivers on its own; the nudges were overtaken by the deadline.
+        for _ in range(100):
+            if world.notifier.kinds("k1") == ["posted", "ended"]:
+                break
+            await asyncio.sleep(0.05)
+        assert world.notifier.kinds("k1") == ["posted", "ended"]
+    finally:
+        await world.core.stop()

@@ -76,7 +76,9 @@ async def play(ops: list[tuple[str, int]]) -> None:
                     spec: Any = (
                         CallSpec("deploy", {"n": serial}, key=f"c{serial}")
                         if op == "call"
-                        else CallSpec("ask", {"prompt": "?", "options": ["a", "b"]}, key=f"q{serial}")
+                        else CallSpec(
+                            "ask", {"prompt": "?", "options": ["a", "b"]}, key=f"q{serial}"
+                        )
                     )
                     await s.append(world.agent, WS, run_id, spec)
                 elif op == "approve" and target:
