@@ -46,8 +46,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 SERVE = [sys.executable, "-m", "bot.cli", "serve"]
-if os.environ.get("BENCH_SWITCH"):
-    SERVE = [sys.executable, "-c", f"import sys; sys.setswitchinterval({os.environ['BENCH_SWITCH']}); from bot.cli import main; main(['serve'])"]
 CALL = {"tool_name": "read_file", "tool_input": {"path": "src/app/main.py"}}
 
 

@@ -237,6 +237,14 @@ class DigestPage:
     version: int
 
 
+class PollLock(Protocol):
+    """Elects the one instance that long-polls a chat platform."""
+
+    async def acquire(self) -> bool: ...
+    async def alive(self) -> bool: ...
+    async def release(self) -> None: ...
+
+
 class ChatState(Protocol):
     """What a chat adapter keeps between messages. Every write that could race between two
     instances is a compare-and-swap on a version, so exactly one of them wins."""
@@ -304,6 +312,10 @@ class ChatState(Protocol):
 
     async def digest_pages(self, channel: str, chat_id: int | None = None) -> list[DigestPage]:
         """Pages not yet done, oldest first."""
+        ...
+
+    def poll_lock(self, name: str) -> PollLock | None:
+        """The election among instances sharing the store (None: a single instance)."""
         ...
 
     async def get_page(self, page_id: int) -> DigestPage | None: ...

@@ -7,16 +7,22 @@ change by compare-and-swap on `version`: `UPDATE … WHERE version = :seen`, one
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
+import asyncpg
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncConnection
 
+from bot.domain import Task
 from bot.ports import ChatCallback, ChatPrompt, DigestPage, Versioned
 from store import convert as cv
-from store.sql import SqlStore
+from store.sql import TASK, SqlStore
 from store.tables import (
     ChatCallbackRow,
     ChatChoiceRow,
@@ -54,6 +60,13 @@ class ChatStore:
         self.store = store
         self.engine = store.engine
 
+    def poll_lock(self, name: str) -> PgPollLock | None:
+        """On PostgreSQL, the lock that elects one poller among instances; on SQLite (one
+        instance) none is needed."""
+        if not self.store.postgres:
+            return None
+        return PgPollLock(self.store.url, name, self.store.schema)
+
     def _insert_ignoring(self, table: sa.Table, rows: list[dict[str, Any]]) -> Any:
         dialect = postgresql if self.store.postgres else sqlite
         return dialect.insert(table).values(rows).on_conflict_do_nothing()
@@ -66,7 +79,47 @@ class ChatStore:
     async def save_callbacks(self, callbacks: Sequence[ChatCallback], at: datetime) -> None:
         if not callbacks:
             return
-        rows = [
+        async with self.store.write() as tx:
+            await tx.conn.execute(
+                self._insert_ignoring(CALLBACK, self._callback_rows(callbacks, at))
+            )
+
+    async def callback(self, callback_id: str) -> ChatCallback | None:
+        found = await self.callback_task(callback_id)
+        return found[0] if found else None
+
+    async def callback_task(self, callback_id: str) -> tuple[ChatCallback, Task] | None:
+        """The button and its task in one read (a press is on the hot path)."""
+        if not callback_id or len(callback_id) > 32:
+            return None
+        stmt = (
+            sa.select(
+                TASK,
+                CALLBACK.c.id.label("cb_id"),
+                CALLBACK.c.channel.label("cb_channel"),
+                CALLBACK.c.action.label("cb_action"),
+                CALLBACK.c.option.label("cb_option"),
+            )
+            .select_from(CALLBACK.join(TASK, TASK.c.id == CALLBACK.c.task_id))
+            .where(CALLBACK.c.id == callback_id)
+        )
+        row = await self._first(stmt)
+        if row is None:
+            return None
+        callback = ChatCallback(
+            row["cb_id"], row["cb_channel"], row["id"], row["cb_action"], row["cb_option"]
+        )
+        return callback, cv.task(dict(row))
+
+    # versioned records -------------------------------------------------------------------------
+    async def _get(self, table: sa.Table, channel: str, task_id: str) -> Any:
+        stmt = sa.select(table).where(table.c.channel == channel, table.c.task_id == task_id)
+        return await self._first(stmt)
+
+    def _callback_rows(
+        self, callbacks: Sequence[ChatCallback], at: datetime
+    ) -> list[dict[str, Any]]:
+        return [
             {
                 "id": c.id,
                 "channel": c.channel,
@@ -77,21 +130,6 @@ class ChatStore:
             }
             for c in callbacks
         ]
-        async with self.store.write() as tx:
-            await tx.conn.execute(self._insert_ignoring(CALLBACK, rows))
-
-    async def callback(self, callback_id: str) -> ChatCallback | None:
-        if not callback_id or len(callback_id) > 32:
-            return None
-        row = await self._first(sa.select(CALLBACK).where(CALLBACK.c.id == callback_id))
-        if row is None:
-            return None
-        return ChatCallback(row["id"], row["channel"], row["task_id"], row["action"], row["option"])
-
-    # versioned records -------------------------------------------------------------------------
-    async def _get(self, table: sa.Table, channel: str, task_id: str) -> Any:
-        stmt = sa.select(table).where(table.c.channel == channel, table.c.task_id == task_id)
-        return await self._first(stmt)
 
     async def _swap(
         self,
@@ -101,9 +139,15 @@ class ChatStore:
         task_id: str,
         data: Any,
         version: int,
+        callbacks: Sequence[ChatCallback] = (),
+        at: datetime | None = None,
     ) -> bool:
-        """Write `data` if the record is still at `version` (0: absent); True if we won."""
+        """Write `data` if the record is still at `version` (0: absent); True if we won.
+        `callbacks` are saved in the same transaction (one write instead of two)."""
         async with self.store.write() as tx:
+            if callbacks:
+                rows = self._callback_rows(callbacks, at or datetime.now(UTC))
+                await tx.conn.execute(self._insert_ignoring(CALLBACK, rows))
             if version == 0:
                 row = {"channel": channel, "task_id": task_id, column: data, "version": 1}
                 result = await tx.conn.execute(self._insert_ignoring(table, [row]))
@@ -124,9 +168,15 @@ class ChatStore:
         return None if row is None else Versioned(dict(row["data"] or {}), int(row["version"]))
 
     async def swap_ref(
-        self, channel: str, task_id: str, data: dict[str, Any], version: int
+        self,
+        channel: str,
+        task_id: str,
+        data: dict[str, Any],
+        version: int,
+        callbacks: Sequence[ChatCallback] = (),
+        at: datetime | None = None,
     ) -> bool:
-        return await self._swap(REF, "data", channel, task_id, data, version)
+        return await self._swap(REF, "data", channel, task_id, data, version, callbacks, at)
 
     async def refs(self, channel: str, task_ids: Sequence[str]) -> dict[str, Versioned]:
         if not task_ids:
@@ -190,6 +240,81 @@ class ChatStore:
         return bool(result.rowcount == 1)
 
     # digests -----------------------------------------------------------------------------------
+    async def _join(
+        self,
+        conn: AsyncConnection,
+        channel: str,
+        chat_id: int,
+        task_id: str,
+        page_size: int,
+        now: float,
+        fresh_for: float,
+    ) -> DigestPage:
+        # A page older than `fresh_for` seconds takes nothing more: its message has scrolled
+        # out of view, so a later burst starts a page of its own at the bottom of the chat.
+        await conn.execute(
+            sa.update(DIGEST)
+            .where(
+                DIGEST.c.channel == channel,
+                DIGEST.c.chat_id == chat_id,
+                DIGEST.c.done.is_(False),
+                DIGEST.c.is_open.is_(True),
+                DIGEST.c.created_at < now - fresh_for,
+            )
+            .values(is_open=False, version=DIGEST.c.version + 1, updated_at=now)
+        )
+        stmt = (
+            sa.select(DIGEST)
+            .where(
+                DIGEST.c.channel == channel,
+                DIGEST.c.chat_id == chat_id,
+                DIGEST.c.done.is_(False),
+                DIGEST.c.is_open.is_(True),
+            )
+            .order_by(DIGEST.c.id.desc())
+            .limit(1)
+        )
+        if self.store.postgres:
+            stmt = stmt.with_for_update()
+        row = (await conn.execute(stmt)).mappings().first()
+        if row is not None and task_id in (row["task_ids"] or []):
+            return _page(row)
+        if row is not None and len(row["task_ids"] or []) < page_size:
+            await conn.execute(
+                sa.update(DIGEST)
+                .where(DIGEST.c.id == row["id"])
+                .values(
+                    task_ids=[*row["task_ids"], task_id],
+                    version=DIGEST.c.version + 1,
+                    updated_at=now,
+                )
+            )
+        else:
+            if row is not None:  # full: later decisions start the next page
+                await conn.execute(
+                    sa.update(DIGEST)
+                    .where(DIGEST.c.id == row["id"])
+                    .values(is_open=False, version=DIGEST.c.version + 1, updated_at=now)
+                )
+            await conn.execute(
+                sa.insert(DIGEST).values(
+                    channel=channel,
+                    chat_id=chat_id,
+                    message_id=None,
+                    task_ids=[task_id],
+                    is_open=True,
+                    done=False,
+                    shown="",
+                    lease_until=0.0,
+                    version=1,
+                    created_at=now,
+                    updated_at=now,
+                )
+            )
+        fresh = (await conn.execute(stmt)).mappings().first()
+        assert fresh is not None
+        return _page(fresh)
+
     async def add_to_digest(
         self,
         channel: str,
@@ -199,69 +324,59 @@ class ChatStore:
         at: datetime,
         fresh_for: float = 600.0,
     ) -> DigestPage:
-        now = cv.ts(at)
         async with self.store.write() as tx:
-            # A page older than `fresh_for` seconds takes nothing more: its message has scrolled
-            # out of view, so a later burst starts a page of its own at the bottom of the chat.
-            await tx.conn.execute(
-                sa.update(DIGEST)
-                .where(
-                    DIGEST.c.channel == channel,
-                    DIGEST.c.chat_id == chat_id,
-                    DIGEST.c.done.is_(False),
-                    DIGEST.c.is_open.is_(True),
-                    DIGEST.c.created_at < now - fresh_for,
-                )
-                .values(is_open=False, version=DIGEST.c.version + 1, updated_at=now)
+            return await self._join(
+                tx.conn, channel, chat_id, task_id, page_size, cv.ts(at), fresh_for
             )
-            stmt = (
-                sa.select(DIGEST)
-                .where(
-                    DIGEST.c.channel == channel,
-                    DIGEST.c.chat_id == chat_id,
-                    DIGEST.c.done.is_(False),
-                    DIGEST.c.is_open.is_(True),
-                )
-                .order_by(DIGEST.c.id.desc())
-                .limit(1)
-            )
-            if self.store.postgres:
-                stmt = stmt.with_for_update()
-            row = (await tx.conn.execute(stmt)).mappings().first()
-            if row is not None and task_id in (row["task_ids"] or []):
-                return _page(row)
-            if row is not None and len(row["task_ids"] or []) < page_size:
-                ids = [*row["task_ids"], task_id]
-                await tx.conn.execute(
-                    sa.update(DIGEST)
-                    .where(DIGEST.c.id == row["id"])
-                    .values(task_ids=ids, version=DIGEST.c.version + 1, updated_at=now)
-                )
+
+    async def join_digest(
+        self,
+        channel: str,
+        chat_id: int,
+        task_id: str,
+        page_size: int,
+        at: datetime,
+        ref: Versioned,
+        fresh_for: float = 600.0,
+    ) -> DigestPage | None:
+        """Add the task to a digest page and record that in its delivery ref, in one
+        transaction; None (and nothing written) if the ref is no longer at `ref.version`."""
+        async with self.store.write() as tx:
+            data = {**ref.data, "chat_id": chat_id}
+            if ref.version == 0:
+                row = {"channel": channel, "task_id": task_id, "data": data, "version": 1}
+                result = await tx.conn.execute(self._insert_ignoring(REF, [row]))
             else:
-                if row is not None:  # full: later decisions start the next page
-                    await tx.conn.execute(
-                        sa.update(DIGEST)
-                        .where(DIGEST.c.id == row["id"])
-                        .values(is_open=False, version=DIGEST.c.version + 1, updated_at=now)
+                result = await tx.conn.execute(
+                    sa.update(REF)
+                    .where(
+                        REF.c.channel == channel,
+                        REF.c.task_id == task_id,
+                        REF.c.version == ref.version,
                     )
-                await tx.conn.execute(
-                    sa.insert(DIGEST).values(
-                        channel=channel,
-                        chat_id=chat_id,
-                        message_id=None,
-                        task_ids=[task_id],
-                        is_open=True,
-                        done=False,
-                        shown="",
-                        lease_until=0.0,
-                        version=1,
-                        created_at=now,
-                        updated_at=now,
-                    )
+                    .values(data=data, version=ref.version + 1)
                 )
-            fresh = (await tx.conn.execute(stmt)).mappings().first()
-        assert fresh is not None
-        return _page(fresh)
+            if result.rowcount != 1:
+                return None
+            page = await self._join(
+                tx.conn, channel, chat_id, task_id, page_size, cv.ts(at), fresh_for
+            )
+            await tx.conn.execute(
+                sa.update(REF)
+                .where(REF.c.channel == channel, REF.c.task_id == task_id)
+                .values(data={**data, "digest": page.id})
+            )
+        return page
+
+    async def tasks(self, task_ids: Sequence[str]) -> list[Task]:
+        """Tasks by id in one query, in the order given (missing ones left out)."""
+        if not task_ids:
+            return []
+        stmt = sa.select(TASK).where(TASK.c.id.in_(list(task_ids)))
+        async with self.engine.connect() as conn:
+            rows = (await conn.execute(stmt)).mappings().all()
+        found = {r["id"]: cv.task(dict(r)) for r in rows}
+        return [found[i] for i in task_ids if i in found]
 
     async def digest_pages(self, channel: str, chat_id: int | None = None) -> list[DigestPage]:
         stmt = sa.select(DIGEST).where(DIGEST.c.channel == channel, DIGEST.c.done.is_(False))
@@ -286,3 +401,55 @@ class ChatStore:
                 .values(**changes, version=version + 1)
             )
         return bool(result.rowcount == 1)
+
+
+class PgPollLock:
+    """Which instance long-polls Telegram, among several sharing a PostgreSQL database.
+
+    Telegram gives updates to one `getUpdates` caller per bot (a second one gets 409 and they
+    steal updates from each other). The poller is whoever holds a session advisory lock on a
+    dedicated connection: when it dies, its connection closes, the lock goes and another
+    instance takes over at its next try. Every instance sends either way.
+    """
+
+    def __init__(self, url: str, name: str, schema: str | None = None) -> None:
+        parsed = make_url(url)
+        self._dsn = parsed.set(drivername="postgresql").render_as_string(hide_password=False)
+        seed = hashlib.sha256(f"approvalbot-poll:{schema or ''}:{name}".encode()).digest()
+        self._key = int.from_bytes(seed[:8], "big", signed=True)
+        self._schema = schema
+        self._conn: Any = None
+        self.held = False
+
+    async def acquire(self) -> bool:
+        """Try to become the poller (without waiting); True while we are it."""
+        if self.held and await self.alive():
+            return True
+        try:
+            if self._conn is None or self._conn.is_closed():
+                self._conn = await asyncpg.connect(self._dsn)
+            self.held = bool(
+                await self._conn.fetchval("SELECT pg_try_advisory_lock($1)", self._key)
+            )
+        except (OSError, asyncpg.PostgresError):
+            await self.release()
+        return self.held
+
+    async def alive(self) -> bool:
+        """Is the lock still ours (its connection still up)?"""
+        if self._conn is None or self._conn.is_closed():
+            self.held = False
+            return False
+        try:
+            await self._conn.fetchval("SELECT 1")
+        except (OSError, asyncpg.PostgresError):
+            await self.release()
+            return False
+        return self.held
+
+    async def release(self) -> None:
+        self.held = False
+        conn, self._conn = self._conn, None
+        if conn is not None and not conn.is_closed():
+            with contextlib.suppress(Exception):
+                await conn.close()

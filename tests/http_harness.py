@@ -141,11 +141,11 @@ async def people(server: Server) -> Served:
     return Served(server, ws, beta, tokens)
 
 
-def fixtures(settings: Settings | None = None) -> tuple[Any, Any]:
+def fixtures(settings: Settings | None = None, backends: list[str] = BACKENDS) -> tuple[Any, Any]:
     """`server, api = fixtures()`: a module-scoped server parametrised over the backends, and
     a per-test view of it with fresh workspaces."""
 
-    @pytest_asyncio.fixture(scope="module", loop_scope="module", params=BACKENDS)
+    @pytest_asyncio.fixture(scope="module", loop_scope="module", params=backends)
     async def server(
         request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
     ) -> AsyncIterator[Server]:

@@ -34,7 +34,10 @@ FAST = Tuning(
     request_timeout=1.0,
     poll_timeout=0.5,
     verify_tls=False,  # plain http to 127.0.0.1: skipping CA loading saves ~0.1 s per client
-    digest_debounce=0.05,
+    digest_quiet=0.05,
+    digest_max_delay=0.3,
+    digest_hold=0.5,
+    digest_edit_interval=0.2,
 )
 
 
@@ -152,11 +155,13 @@ async def build_world(
         alice = (await core.admin.add_member(WS, "alice", telegram_user_id=ALICE)).principal
         carol = (await core.admin.add_member(WS, "carol", telegram_user_id=CAROL)).principal
         agent = (await core.admin.add_application(WS, "agent")).principal
-        run = await core.service.declare_run(agent, WS, RunSpec(approval_mode="ask", title="nightly"))
+        run = await core.service.declare_run(
+            agent, WS, RunSpec(approval_mode="ask", title="nightly")
+        )
         run_id = run.id
     else:
-        alice = (await core.admin.member_by_chat(telegram_user_id=ALICE, workspace_id=WS))  # type: ignore[assignment]
-        carol = (await core.admin.member_by_chat(telegram_user_id=CAROL, workspace_id=WS))  # type: ignore[assignment]
+        alice = await core.admin.member_by_chat(telegram_user_id=ALICE, workspace_id=WS)  # type: ignore[assignment]
+        carol = await core.admin.member_by_chat(telegram_user_id=CAROL, workspace_id=WS)  # type: ignore[assignment]
         agent = await core.admin._principal(WS, "application", "agent")
         run_id = (await store.runs(WS))[0].id
     await adapter.start()

@@ -45,7 +45,7 @@ FIELDS = [
     "parent_run", "reason", "content", "outcome", "resolution_token", "name", "run_id",
     "task_key", "prompt", "options", "multi",
 ]  # fmt: skip
-VALID = {
+VALID: dict[str, dict[str, Any]] = {
     "tasks": {"tool_name": "bash", "tool_input": {"command": "ls"}},
     "runs": {"approval_mode": "ask", "approval_rules": [{"tool": "ls", "verdict": "allow"}]},
     "resolution": {"content": "yes"},
@@ -121,7 +121,7 @@ async def test_no_input_makes_a_500(api: Served) -> None:
             failures.append(f"{what} -> {status} {body}")
 
     @settings(
-        max_examples=200, deadline=None, derandomize=True, database=None,
+        max_examples=120, deadline=None, derandomize=True, database=None,
         suppress_health_check=list(HealthCheck),
     )  # fmt: skip
     @given(st.data())

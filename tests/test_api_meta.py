@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections.abc import AsyncIterator
 
 import pytest
 from aiohttp import web
@@ -117,7 +118,7 @@ async def test_oversized_bodies_are_413(api: Served) -> None:
     status, body = await api.call("POST", f"/runs/{run['id']}/tasks", raw=big)
     assert (status, body["error"]["code"]) == (413, "payload_too_large")
 
-    async def chunks():  # type: ignore[no-untyped-def]
+    async def chunks() -> AsyncIterator[bytes]:
         for _ in range(20):
             yield b"x" * 65536
 

@@ -72,7 +72,7 @@ async def test_no_token_or_an_unknown_one_is_401(api: Served) -> None:
     before = await snapshot(api, params["run"])
     for route in ROUTES:
         for who in (None, "abm_not-a-token", "Basic xyz"):
-            headers = {"Authorization": who} if who == "Basic xyz" else None
+            headers: dict[str, str] | None = {"Authorization": who} if who == "Basic xyz" else None
             status, body = await api.call(
                 route.method,
                 fill(route.path, params),

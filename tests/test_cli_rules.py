@@ -13,6 +13,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -34,7 +35,7 @@ RULES = [
     {"tool": "bash", "verdict": "ask", "origin": "author"},
 ]
 
-CALLS = [
+CALLS: list[dict[str, Any]] = [
     {"tool": "bash", "input": {"command": "git push origin main --force"}},
     {"tool": "shell__0123456789ab", "input": {"command": ["ls", "-la"]}},
     {"tool": "edit", "input": {"path": "app/.env"}},
@@ -84,8 +85,16 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Resu
             "--alias",
             "shell=bash",
         ],
+    }
+    procs = {
+        name: subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for name, cmd in commands.items()
+    }
+    runner = CliRunner()
+    out: dict[str, Result] = {}
+    in_process = {
+        "validate_ok": ["validate", rules],
         "check_table": [
-            *m,
             "check",
             "--rules",
             rules,
@@ -96,15 +105,6 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Resu
             "--format",
             "table",
         ],
-    }
-    procs = {
-        name: subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        for name, cmd in commands.items()
-    }
-    runner = CliRunner()
-    out: dict[str, Result] = {}
-    in_process = {
-        "validate_ok": ["validate", rules],
         "validate_broken": ["validate", str(d / "broken.json")],
         "check_one": [
             "check",
@@ -277,9 +277,9 @@ def test_check_calls_one_line_per_call_as_the_engine_decides(results: dict[str, 
     policy = compile_policy(RULES, {"shell": "bash"})
     expected = [
         policy.evaluate(
-            tool_name=c.get("tool", c.get("tool_name")),  # type: ignore[arg-type]
+            tool_name=str(c.get("tool", c.get("tool_name"))),
             tool_input=c.get("input", c.get("tool_input", {})),
-            origin=c.get("origin", "model"),  # type: ignore[arg-type]
+            origin=c.get("origin", "model"),
             member=bool(c.get("member", False)),
             mode="rules",
         ).to_json()

@@ -44,7 +44,7 @@ def test_valid_lists_are_accepted(rules: list[dict[str, str]]) -> None:
     assert len(validate_rules(rules)) == len(rules)
 
 
-INVALID = [
+INVALID: list[tuple[Any, list[str]]] = [
     # (rules, expected problems) — each sentence of SPEC 2.1
     ({"tool": "bash"}, ["approval_rules: must be an array, not object"]),
     ("[]", ["approval_rules: must be an array, not string"]),

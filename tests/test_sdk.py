@@ -14,6 +14,7 @@ import pytest_asyncio
 from aiohttp import web
 
 from adapters.http import client as sdk
+from adapters.http import models as m
 from adapters.http.app import build_app
 from adapters.http.sync_client import SyncClient
 from bot.config import Settings
@@ -237,7 +238,7 @@ async def test_feed_reconnects_from_its_last_event_id(api: Served) -> None:
     run = await client.workspace(api.ws).runs.declare(approval_mode="ask")
     for key in ("a", "b"):
         await run.append("bash", {"command": key}, key=key)
-    got: list[sdk.m.FeedEvent] = []
+    got: list[m.FeedEvent] = []
     two = asyncio.Event()
 
     async def follow() -> None:

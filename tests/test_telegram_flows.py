@@ -238,5 +238,7 @@ async def test_unknown_or_tampered_callback_data(tg: TgWorld) -> None:
 
 async def test_whoami_tells_people_their_ids(tg: TgWorld) -> None:
     tg.fake.send_user_message(chat_id=GROUP, user_id=4242, text="/whoami")
-    reply = await tg.fake.wait_for(lambda: next((m for m in tg.fake.sent if "4242" in m.text), None))
+    reply = await tg.fake.wait_for(
+        lambda: next((m for m in tg.fake.sent if "4242" in m.text), None)
+    )
     assert str(GROUP) in reply.text and "--telegram-user-id 4242" in reply.text

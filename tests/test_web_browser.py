@@ -14,7 +14,7 @@ import pytest_asyncio
 from playwright.async_api import Browser, Locator, Page, async_playwright
 
 from bot import logins
-from bot.cli.demo import CALLS, DEMO_PROFILE, QUESTIONS
+from bot.cli.demo import CALLS, DEMO_PROFILE, QUESTIONS, slug
 from bot.service import CallSpec, RunSpec
 from tests.conftest import World, make_store, make_world
 from tests.web_helpers import Site, append, declare, site
@@ -207,13 +207,14 @@ async def _demo_inbox(world: World) -> tuple[str, str]:
             world.agent,
             world.ws,
             run.id,
-            CallSpec(call.tool, call.input, effect_profile=call.profile),
+            CallSpec(call.tool, call.input, key=call.key, effect_profile=call.profile),
         )
         if receipt.task.parked:
             keys.append(receipt.task.key)
         await world.clock.advance(7)
     for question in QUESTIONS:
-        await world.core.service.append(world.agent, world.ws, run.id, CallSpec("ask", question))
+        ask = CallSpec("ask", question, key=slug(str(question["prompt"])))
+        await world.core.service.append(world.agent, world.ws, run.id, ask)
         await world.clock.advance(5)
     return run.id, keys[0]
 

@@ -8,8 +8,10 @@ import json
 from datetime import timedelta
 
 from bot import logins
+from bot.config import Settings
 from bot.service import CallSpec
-from tests.conftest import World
+from store.sql import SqlStore
+from tests.conftest import World, make_world
 from tests.web_helpers import (
     append,
     browserless,
@@ -32,7 +34,11 @@ async def test_sign_in_with_a_member_token_shows_the_inbox(world: World) -> None
         assert answer.status == 303 and answer.headers["Location"] == "/inbox"
         cookie = answer.headers["Set-Cookie"]
         assert "HttpOnly" in cookie and "SameSite=Lax" in cookie
-        status, html = await get_text(client, f"{s.url}/inbox")
+        async with client.get(f"{s.url}/inbox") as page:
+            status, html = page.status, await page.text()
+            assert page.headers["X-Frame-Options"] == "DENY"  # no clickjacking of Approve
+            assert "frame-ancestors 'none'" in page.headers["Content-Security-Policy"]
+            assert page.headers["Cache-Control"] == "no-store"
         assert status == 200
         assert "git push origin main" in html and "alice" in html
         assert f'data-id="{run_id}/{task.key}"' in html
@@ -360,7 +366,9 @@ async def test_history_filters_and_the_decision_log_exports(world: World) -> Non
         assert denied["detail"] == {"reason": "not today"} and denied["task_key"] == b.key
 
 
-async def test_the_fragment_and_the_stream_follow_the_inbox(world: World) -> None:
+async def test_the_fragment_and_the_stream_follow_the_inbox(store: SqlStore) -> None:
+    settings = Settings.model_validate({"decisions": {"park_ttl": "1h"}})
+    world = await make_world(store, settings)
     run_id = await declare(world)
     task = await append(world, run_id, "bash", {"command": "make deploy"})
     async with site(world) as s, browserless() as client:
@@ -373,9 +381,17 @@ async def test_the_fragment_and_the_stream_follow_the_inbox(world: World) -> Non
             assert stream.headers["Content-Type"] == "text/event-stream"
             first = await _next_event(stream)
             assert first["keys"] == [f"{run_id}/{task.key}"]
-            await world.core.service.approve(world.bob, world.ws, run_id, task.key)
+            await world.clock.advance(1)
+            later = await append(world, run_id, "bash", {"command": "make later"})
             second = await _next_event(stream)
-            assert second["keys"] == [] and second["count"] == 0
+            assert second["keys"] == [f"{run_id}/{later.key}", f"{run_id}/{task.key}"]
+            await world.core.service.approve(world.bob, world.ws, run_id, task.key)
+            third = await _next_event(stream)
+            assert third["keys"] == [f"{run_id}/{later.key}"]
+            await world.clock.advance(timedelta(hours=1))  # the clock ends the other one
+            await world.core.scheduler.run_once()
+            fourth = await _next_event(stream)
+            assert fourth["keys"] == [] and fourth["count"] == 0
 
 
 async def _next_event(stream: object) -> dict[str, object]:
@@ -384,7 +400,9 @@ async def _next_event(stream: object) -> dict[str, object]:
     assert isinstance(stream, aiohttp.ClientResponse)
     name = None
     while True:
-        line = (await stream.content.readline()).decode().rstrip("\n")
+        raw = await stream.content.readline()
+        assert raw, "the stream ended"
+        line = raw.decode().rstrip("\n")
         if line.startswith("event: "):
             name = line.removeprefix("event: ")
         elif line.startswith("data: ") and name == "inbox":

@@ -85,6 +85,16 @@ class RunStopped(CallRefused):
     """The run was stopped while the call waited."""
 
 
+def error_from(status: int, text: str) -> ApiError:
+    """The API's error envelope as an exception; anything else (a proxy's HTML page) kept short."""
+    try:
+        payload = json.loads(text)
+    except ValueError:
+        payload = None
+    error = payload.get("error") if isinstance(payload, dict) else None
+    return ApiError(status, error if isinstance(error, dict) else {"detail": text[:200]})
+
+
 def settled(task: m.TaskOut) -> m.TaskOut:
     """The task if it ended well (granted or answered); otherwise the typed refusal."""
     if task.state in ("granted", "resolved"):
@@ -150,11 +160,9 @@ class Client:
                     method, self.url + path, data=data, headers=headers, params=query
                 ) as response:
                     text = await response.text()
-                    payload = json.loads(text) if text else None
                     if response.status >= 400:
-                        error = payload.get("error") if isinstance(payload, dict) else None
-                        raise ApiError(response.status, error or {"detail": text[:200]})
-                    return payload
+                        raise error_from(response.status, text)
+                    return json.loads(text) if text else None
             except (TimeoutError, aiohttp.ClientConnectionError):
                 if attempt >= self.retries or not retry:
                     raise
@@ -453,8 +461,7 @@ async def follow(client: Client, path: str, last_event_id: int = 0) -> AsyncIter
                 client.url + path, headers=headers, timeout=timeout
             ) as response:
                 if response.status >= 400:
-                    payload = json.loads(await response.text() or "{}")
-                    raise ApiError(response.status, payload.get("error") or {})
+                    raise error_from(response.status, await response.text())
                 pause = 0.1
                 async for event in parse_sse(response.content):
                     last = event.id

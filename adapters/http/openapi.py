@@ -103,8 +103,9 @@ def _operation(route: Route) -> dict[str, Any]:
         answer: dict[str, Any] = {"description": _STATUS_TEXT.get(status, "OK")}
         if route.stream:
             answer["content"] = {route.stream: {"schema": {"type": "string"}}}
-        elif route.response is not None:
-            answer["content"] = {"application/json": {"schema": _ref(route.response)}}
+        elif route.response is not None or status >= 400:
+            model = route.response if status < 400 and route.response else m.ErrorOut
+            answer["content"] = {"application/json": {"schema": _ref(model)}}
         responses[str(status)] = answer
     for status in route.errors:
         responses[str(status)] = {

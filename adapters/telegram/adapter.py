@@ -10,6 +10,7 @@ The bot token and the webhook secret never reach a log line or an error message.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
 import logging
 import re
@@ -76,9 +77,13 @@ class Tuning:
     coalesce_after_private: int = 30  # the same for a person's private chat (1/s there)
     max_post_wait: float = 2.5  # a post that would wait longer for its slot joins the digest
     digest_page_size: int = 50
-    digest_debounce: float = 0.5
+    digest_quiet: float = 1.0  # a digest page goes out once no decision joined for this long…
+    digest_max_delay: float = 5.0  # …(looking at least this often while they keep coming)…
+    digest_hold: float = 10.0  # …or when its first decision has waited this long
+    digest_edit_interval: float = 5.0  # at most one edit per page in this many seconds
     request_timeout: float = 10.0
     poll_timeout: float = 10.0
+    election_interval: float = 5.0  # several instances: how often a standby tries to poll
     verify_tls: bool = True  # off only for a local fake Bot API in tests
 
 
@@ -87,6 +92,13 @@ def retry_seconds(error: RetryAfter) -> float:
         warnings.simplefilter("ignore")
         value: Any = error.retry_after
     return value.total_seconds() if isinstance(value, timedelta) else float(value)
+
+
+@dataclass(frozen=True)
+class Rendered:
+    text: str
+    markup: InlineKeyboardMarkup | None
+    callbacks: list[ChatCallback]  # button ids not saved yet
 
 
 class _Redact(logging.Filter):
@@ -139,6 +151,8 @@ class TelegramAdapter:
         self.application = self._build(token)
         self._started = False
         self._saved: set[str] = set()
+        self._poll_lock = chats.poll_lock(f"telegram:{token.split(':', 1)[0]}")
+        self._election: asyncio.Task[None] | None = None
 
     def _build(self, token: str) -> Application[Any, Any, Any, Any, Any, Any]:
         timeout = self.tuning.request_timeout
@@ -179,8 +193,11 @@ class TelegramAdapter:
 
     @property
     def running(self) -> bool:
+        """Started, and receiving updates: by webhook, by polling, or standing by while
+        another instance polls (every instance sends)."""
         updater = self.application.updater
-        return self._started and (updater is None or updater.running)
+        standby = self._election is not None and not self._election.done()
+        return self._started and (updater is None or updater.running or standby)
 
     async def start(self) -> None:
         redact = _Redact(self._secrets)
@@ -198,25 +215,56 @@ class TelegramAdapter:
                 secret_token=self._secrets[1],
                 allowed_updates=_UPDATES,
             )
+        elif self._poll_lock is None:
+            await self._start_polling()
         else:
-            assert self.application.updater is not None
-            await self.application.updater.start_polling(
-                poll_interval=0,
-                timeout=timedelta(seconds=self.tuning.poll_timeout),
-                allowed_updates=_UPDATES,
-                error_callback=self._on_polling_error,
-            )
+            self._election = asyncio.create_task(self._elect(), name="telegram-poll-election")
         self._started = True
         await self.digests.recover()
 
+    async def _start_polling(self) -> None:
+        assert self.application.updater is not None
+        await self.application.updater.start_polling(
+            poll_interval=0,
+            timeout=timedelta(seconds=self.tuning.poll_timeout),
+            allowed_updates=_UPDATES,
+            error_callback=self._on_polling_error,
+        )
+
+    async def _elect(self) -> None:
+        """Poll while we hold the lock; stand by (sending only) while another instance does."""
+        lock, updater = self._poll_lock, self.application.updater
+        assert lock is not None and updater is not None
+        while True:
+            try:
+                if not updater.running:
+                    if await lock.acquire():
+                        log.info("telegram: this instance polls for updates")
+                        await self._start_polling()
+                elif not await lock.alive():
+                    log.warning("telegram: lost the poller lock; standing by")
+                    await updater.stop()
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:
+                log.warning("telegram poller election: %s", type(error).__name__)
+            await asyncio.sleep(self.tuning.election_interval)
+
     async def stop(self) -> None:
         await self.digests.stop()
+        if self._election is not None:
+            self._election.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._election
+            self._election = None
         if not self._started:
             return
         self._started = False
         updater = self.application.updater
         if updater is not None and updater.running:
             await updater.stop()
+        if self._poll_lock is not None:
+            await self._poll_lock.release()
         await self.application.stop()
         await self.application.shutdown()
 
@@ -284,13 +332,21 @@ class TelegramAdapter:
 
     def should_coalesce(self, chat_id: int) -> bool:
         """True when a new decision should join the chat's digest rather than be posted alone:
-        the chat had its share of messages this minute, or the next slot is too far away."""
+        a digest is filling, the chat had its share of messages this minute, or the next slot
+        is too far away."""
         t = self.tuning
         limit = t.coalesce_after if is_group(chat_id) else t.coalesce_after_private
-        return self.pacer.recent(chat_id) >= limit or self.pacer.estimate(chat_id) > t.max_post_wait
+        return (
+            self.digests.active(chat_id)
+            or self.pacer.recent(chat_id) >= limit
+            or self.pacer.estimate(chat_id) > t.max_post_wait
+        )
 
     # callbacks and multi-select state -------------------------------------------------------
-    async def ensure_callbacks(self, keys: Sequence[ButtonId]) -> dict[ButtonId, str]:
+    def callbacks_for(
+        self, keys: Sequence[ButtonId]
+    ) -> tuple[dict[ButtonId, str], list[ChatCallback]]:
+        """The buttons' ids, and those not known to be saved yet."""
         secret = self.service.secret
         ids = {key: callback_id(secret, *key) for key in keys}
         missing = [
@@ -298,11 +354,18 @@ class TelegramAdapter:
             for key in keys
             if ids[key] not in self._saved
         ]
+        return ids, missing
+
+    def remember(self, saved: Sequence[ChatCallback]) -> None:
+        if len(self._saved) > 200_000:
+            self._saved.clear()
+        self._saved.update(c.id for c in saved)
+
+    async def ensure_callbacks(self, keys: Sequence[ButtonId]) -> dict[ButtonId, str]:
+        ids, missing = self.callbacks_for(keys)
         if missing:
             await self.chats.save_callbacks(missing, self.now())
-            if len(self._saved) > 200_000:
-                self._saved.clear()
-            self._saved.update(c.id for c in missing)
+            self.remember(missing)
         return ids
 
     async def chosen(self, task_id: str) -> set[int]:
@@ -320,20 +383,36 @@ class TelegramAdapter:
         raise RuntimeError("multi-select state kept changing under us")
 
     # decisions as messages -------------------------------------------------------------------
-    async def render(self, task: Task, run: Run) -> tuple[str, InlineKeyboardMarkup | None]:
-        chosen = frozenset(await self.chosen(task.id)) if task.kind == "ask" else frozenset()
+    async def prepare(self, task: Task, run: Run, chosen: frozenset[int] | None = None) -> Rendered:
+        """The decision's message, and the button ids still to be saved (by the caller, in
+        whatever transaction suits it)."""
+        if chosen is None:
+            chosen = frozenset(await self.chosen(task.id)) if task.kind == "ask" else frozenset()
         url = decision_url(self.base_url, run.id, task.key)
         card = render_decision(task, run, self.now(), url, chosen=chosen)
         keys = [(task.id, b.action, b.option) for row in card.buttons for b in row]
-        ids = await self.ensure_callbacks(keys)
+        ids, missing = self.callbacks_for(keys)
         by_button = {(action, option): value for (_, action, option), value in ids.items()}
-        return card_html(card), keyboard(card.buttons, by_button)
+        return Rendered(card_html(card), keyboard(card.buttons, by_button), missing)
+
+    async def render(self, task: Task, run: Run) -> tuple[str, InlineKeyboardMarkup | None]:
+        rendered = await self.prepare(task, run)
+        if rendered.callbacks:
+            await self.chats.save_callbacks(rendered.callbacks, self.now())
+            self.remember(rendered.callbacks)
+        return rendered.text, rendered.markup
 
     async def send_decision(
-        self, chat_id: int, task: Task, run: Run, *, reply_to: int | None = None
+        self,
+        chat_id: int,
+        task: Task,
+        run: Run,
+        *,
+        reply_to: int | None = None,
+        max_wait: float | None = None,
     ) -> Message:
         text, markup = await self.render(task, run)
-        return await self.send(chat_id, text, markup=markup, reply_to=reply_to)
+        return await self.send(chat_id, text, markup=markup, reply_to=reply_to, max_wait=max_wait)
 
     async def refresh_message(
         self, chat_id: int, message_id: int, task: Task, run: Run, *, max_wait: float | None
@@ -355,20 +434,24 @@ class TelegramAdapter:
             await self.refresh_message(
                 message.chat_id, message.message_id, task, run, max_wait=max_wait
             )
-        except (TelegramError, Exception) as error:
+        except Exception as error:  # best effort: the ending's own item edits it too
             log.info("could not refresh a pressed message (%s)", type(error).__name__)
 
-    async def expand(self, query: CallbackQuery, task: Task) -> None:
-        """🔎 on a digest: post the decision as a message of its own, below the digest."""
+    async def expand(self, query: CallbackQuery, task: Task) -> bool:
+        """🔎 on a digest: post the decision as a message of its own, below the digest.
+        False if it is out on its own already."""
         message = query.message
         run = await self.run(task.run_id)
         if not isinstance(message, Message) or run is None:
-            return
+            return False
         ref = await self.chats.get_ref(CHANNEL, task.id)
         if ref is not None and ref.data.get("messages"):
-            return  # already out on its own
-        sent = await self.send_decision(message.chat_id, task, run, reply_to=message.message_id)
+            return False
+        sent = await self.send_decision(
+            message.chat_id, task, run, reply_to=message.message_id, max_wait=10.0
+        )
         await self.notifier.add_message(task.id, message.chat_id, sent)
+        return True
 
     # Telegram calls, paced -------------------------------------------------------------------
     async def _paced(

@@ -3,13 +3,17 @@
 A group takes about 20 messages a minute; 200 parks in a minute would queue for ten. Instead,
 once a chat is busy (see `TelegramAdapter.should_coalesce`), further decisions join a digest
 page: one message listing up to `digest_page_size` decisions, the first few waiting ones with
-buttons (✅ ❌ and 🔎 to post one in full), kept up to date by editing. Pages live in the store
+buttons (✅ ❌, and 🔎 to post one in full), kept up to date by editing. Pages live in the store
 (`chat_digest`), so a restart picks them up; a page is done once all its decisions have ended
-and the final state is shown.
+and its final state is shown.
 
-One worker per chat per process refreshes that chat's pages, debounced (many changes, one
-edit) and paced like every other message. Refreshes are idempotent: each page remembers a
-fingerprint of what it shows and is edited only when that changes.
+The budget is spent on making decisions visible first. During a burst a page is sent once it is
+full, or once the chat has been quiet for `digest_quiet` seconds, or after `digest_hold` seconds
+at the latest, so the pages of a burst cost one message each instead of one edit per arrival.
+Edits (endings, nudges) wait for the same quiet moment (or `digest_hold`) and come at most
+every `digest_edit_interval` seconds per page. One
+worker per chat per process does all this, paced like every other message; refreshes are
+idempotent (a page remembers a fingerprint of what it shows and is edited only on a change).
 """
 
 from __future__ import annotations
@@ -40,6 +44,10 @@ class Digests:
         self.adapter = adapter
         self._events: dict[int, asyncio.Event] = {}
         self._workers: dict[int, asyncio.Task[None]] = {}
+        self._first_seen: dict[int, float] = {}  # page id -> when we first held it back
+        self._last_edit: dict[int, float] = {}  # page id -> when we last edited it
+        self._dirty_since: dict[int, float] = {}  # page id -> when it first differed from shown
+        self._last_add: dict[int, float] = {}  # chat id -> when a decision last joined a page
         self._stopped = False
 
     def touch(self, chat_id: int) -> None:
@@ -53,6 +61,17 @@ class Digests:
             self._workers[chat_id] = asyncio.create_task(
                 self._worker(chat_id, event), name=f"telegram-digest-{chat_id}"
             )
+
+    def added(self, chat_id: int) -> None:
+        """A decision joined a page of this chat."""
+        self._last_add[chat_id] = time.monotonic()
+        self.touch(chat_id)
+
+    def active(self, chat_id: int, within: float = 60.0) -> bool:
+        """Did decisions join this chat's digest lately? Then new ones join too, in order,
+        rather than jump the queue one by one."""
+        last = self._last_add.get(chat_id)
+        return last is not None and time.monotonic() - last < within
 
     async def recover(self) -> None:
         """After a start: refresh every page not yet done (sent or not)."""
@@ -68,18 +87,28 @@ class Digests:
                 await worker
         self._workers.clear()
 
-    async def idle(self) -> bool:
-        """No refresh pending (for tests and the bench)."""
-        return not any(e.is_set() for e in self._events.values())
+    def _later(self, chat_id: int, delay: float) -> None:
+        asyncio.get_running_loop().call_later(max(delay, 0.01), self.touch, chat_id)
 
     async def _worker(self, chat_id: int, event: asyncio.Event) -> None:
+        tuning = self.adapter.tuning
         failures = 0
         while True:
             await event.wait()
-            await asyncio.sleep(self.adapter.tuning.digest_debounce)
+            # Debounce: wait for a quiet moment, but not longer than `digest_max_delay`.
+            started, quiet = time.monotonic(), False
+            while True:
+                event.clear()
+                try:
+                    await asyncio.wait_for(event.wait(), tuning.digest_quiet)
+                except TimeoutError:
+                    quiet = True
+                    break
+                if time.monotonic() - started >= tuning.digest_max_delay:
+                    break
             event.clear()
             try:
-                await self.refresh(chat_id)
+                await self.refresh(chat_id, quiet=quiet)
                 failures = 0
             except asyncio.CancelledError:
                 raise
@@ -89,13 +118,34 @@ class Digests:
                 await asyncio.sleep(min(30.0, 0.25 * 2**failures))
                 event.set()
 
-    async def refresh(self, chat_id: int) -> None:
-        for page in await self.adapter.chats.digest_pages(CHANNEL, chat_id):
-            await self._refresh(page)
+    async def refresh(self, chat_id: int, *, quiet: bool = True) -> None:
+        """Send the pages that are due, then edit the sent ones that changed."""
+        tuning = self.adapter.tuning
+        pages = await self.adapter.chats.digest_pages(CHANNEL, chat_id)
+        now = time.monotonic()
+        for page in pages:
+            if page.message_id is not None:
+                continue
+            first = self._first_seen.setdefault(page.id, now)
+            if page.is_open and not quiet and now - first < tuning.digest_hold:
+                self._later(chat_id, tuning.digest_quiet)  # still filling: hold it back
+                continue
+            await self._send(page.id)
+            self._first_seen.pop(page.id, None)
+        for page in pages:
+            if page.message_id is None:
+                continue
+            wait = self._last_edit.get(page.id, 0.0) + tuning.digest_edit_interval - now
+            if wait > 0:
+                self._later(chat_id, wait)
+                continue
+            current = await self.adapter.chats.get_page(page.id)
+            if current is not None and not current.done:
+                await self._edit(current, quiet=quiet)
 
     async def _render(self, page: DigestPage) -> tuple[str, InlineKeyboardMarkup | None, str, bool]:
         adapter = self.adapter
-        tasks = [t for t in [await adapter.task(i) for i in page.task_ids] if t is not None]
+        tasks = await adapter.chats.tasks(page.task_ids)
         final = bool(tasks) and all(not t.parked for t in tasks)
         text, numbered = digest_html(tasks, adapter.now(), adapter.inbox_url(), done=final)
         keys = [(t.id, a, None) for _, t in numbered for a in ("approve", "deny", "expand")]
@@ -104,41 +154,51 @@ class Digests:
         shown = json.dumps([text, markup.to_dict() if markup else None], sort_keys=True)
         return text, markup, hashlib.sha256(shown.encode()).hexdigest()[:32], final
 
-    async def _refresh(self, page: DigestPage) -> None:
+    async def _send(self, page_id: int) -> None:
         adapter, chats = self.adapter, self.adapter.chats
-        if page.message_id is None:
-            if not await self._lease(page.id):
-                return  # another instance is sending this page
-            try:
-                await adapter.pacer.acquire(page.chat_id)
-                # Render after the wait: decisions keep joining the page until it leaves.
-                current = await chats.get_page(page.id) or page
-                text, markup, fingerprint, final = await self._render(current)
-                message = await adapter.send(page.chat_id, text, markup=markup, pace=False)
-            except BaseException:
-                await self._record(page.id, None, lease_until=0.0)
-                raise
-            await self._record(
-                page.id,
-                current.task_ids,
-                message_id=message.message_id,
-                shown=fingerprint,
-                lease_until=0.0,
-                **({"done": True, "is_open": False} if final else {}),
-            )
-            return
+        if not await self._lease(page_id):
+            return  # sent already, or another instance is sending it
+        try:
+            page = await chats.get_page(page_id)
+            assert page is not None
+            await adapter.pacer.acquire(page.chat_id)
+            # Render after the wait: decisions keep joining the page until it leaves.
+            page = await chats.get_page(page_id) or page
+            text, markup, fingerprint, final = await self._render(page)
+            message = await adapter.send(page.chat_id, text, markup=markup, pace=False)
+        except BaseException:
+            await self._record(page_id, None, {"lease_until": 0.0})
+            raise
+        self._last_edit[page_id] = time.monotonic()
+        # Sent pages take no more decisions: later ones start a page at the bottom of the
+        # chat, where people look, and cost a message either way.
+        sent = {"message_id": message.message_id, "shown": fingerprint, "lease_until": 0.0}
+        await self._record(page_id, page.task_ids, {**sent, "is_open": False}, final)
+
+    async def _edit(self, page: DigestPage, *, quiet: bool) -> None:
+        assert page.message_id is not None
+        adapter = self.adapter
         text, markup, fingerprint, final = await self._render(page)
+        if fingerprint != page.shown and not quiet:
+            # Endings arriving in a stream (a run stopped, a batch approved): one edit once
+            # they settle, or after `digest_hold` at the latest, not one per ending.
+            since = self._dirty_since.setdefault(page.id, time.monotonic())
+            if time.monotonic() - since < adapter.tuning.digest_hold:
+                self._later(page.chat_id, adapter.tuning.digest_quiet)
+                return
+        self._dirty_since.pop(page.id, None)
         if fingerprint != page.shown:
             await adapter.pacer.acquire(page.chat_id)
-            current = await chats.get_page(page.id) or page
-            text, markup, fingerprint, final = await self._render(current)
+            page = await adapter.chats.get_page(page.id) or page
+            text, markup, fingerprint, final = await self._render(page)
+            assert page.message_id is not None
             await adapter.edit(page.chat_id, page.message_id, text, markup, pace=False)
-            page = current
-        if fingerprint != page.shown or final:
-            changes: dict[str, object] = {"shown": fingerprint}
-            if final:
-                changes.update(done=True, is_open=False)
-            await self._record(page.id, page.task_ids, **changes)
+            self._last_edit[page.id] = time.monotonic()
+        elif not final:
+            return
+        if final:
+            self._last_edit.pop(page.id, None)
+        await self._record(page.id, page.task_ids, {"shown": fingerprint}, final)
 
     async def _lease(self, page_id: int) -> bool:
         """Take the right to send the page's first message (decisions joining the page change
@@ -152,16 +212,20 @@ class Digests:
                 return True
         return False
 
-    async def _record(self, page_id: int, seen: list[str] | None, **changes: object) -> None:
-        """Write what the page now shows; if decisions joined since (`seen` differs), it is
-        not done after all and needs another refresh."""
+    async def _record(
+        self, page_id: int, seen: list[str] | None, changes: dict[str, object], final: bool = False
+    ) -> None:
+        """Write what the page now shows, and that it is done if `final`; unless decisions
+        joined since it was rendered (`seen` differs): then it needs another refresh."""
         for _ in range(50):
             page = await self.adapter.chats.get_page(page_id)
             if page is None:
                 return
+            values = dict(changes)
             if seen is not None and page.task_ids != seen:
-                changes = {k: v for k, v in changes.items() if k not in ("done", "is_open")}
                 self.touch(page.chat_id)
-            if await self.adapter.chats.swap_page(page_id, page.version, **changes):
+            elif final:
+                values.update(done=True, is_open=False)
+            if await self.adapter.chats.swap_page(page_id, page.version, **values):
                 return
         raise RuntimeError("digest page kept changing under us")

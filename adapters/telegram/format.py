@@ -155,7 +155,9 @@ def digest_html(
         else:
             icon = outcome.icon
             who = f" by {outcome.who}" if outcome.who else ""
-            text = shorten(f"{digest_line(task)}", _LINE - 24) + f" — {outcome.word}{who}"
+            text = (
+                shorten(digest_line(task), _LINE - 24) + " " + shorten(f"— {outcome.word}{who}", 30)
+            )
         lines.append(f"{number}. {icon} {esc(text)}")
     body = "\n".join(lines)
     while visible_length(body) > MAX_TEXT - _SLACK and len(lines) > 4:

@@ -49,11 +49,11 @@ class Handlers:
         if query is None:
             return
         adapter = self.adapter
-        callback = await adapter.chats.callback(query.data or "")
-        task = await adapter.task(callback.task_id) if callback is not None else None
-        if callback is None or callback.channel != CHANNEL or task is None:
+        found = await adapter.chats.callback_task(query.data or "")
+        if found is None or found[0].channel != CHANNEL:
             await adapter.answer(query, EXPIRED_BUTTON)
             return
+        callback, task = found
         member = await adapter.member(query.from_user.id, task.workspace_id)
         if member is None:
             await adapter.answer(query, NOT_APPROVER, alert=True)
@@ -113,8 +113,8 @@ class Handlers:
             await service.resolve(*where, content=labels, via="telegram")
             return shorten("💬 Answered: " + ", ".join(labels), 190)
         if action == "expand":
-            await self.adapter.expand(query, task)
-            return "Posted below"
+            posted = await self.adapter.expand(query, task)
+            return "Posted below" if posted else "It has a message of its own already"
         return EXPIRED_BUTTON
 
     @staticmethod

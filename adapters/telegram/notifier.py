@@ -121,28 +121,50 @@ class TelegramNotifier:
 
     # posting -----------------------------------------------------------------------------------
     async def post(self, task: Task, run: Run, chat_id: int) -> None:
+        """Post the decision as the relay read it (an ending since then comes with its own
+        item, which waits for this post). The hot path: one read, one write to claim (with the
+        buttons' ids), the send, one write to record it."""
         adapter = self.adapter
-
-        def posted(data: dict[str, Any]) -> bool:
-            return bool(data.get("messages") or data.get("digest"))
-
-        async def act() -> Callable[[dict[str, Any]], None]:
-            # Read the task again now that the step is ours: an ending that slipped in since
-            # the relay read it is then shown right away (its own item finds our claim).
-            fresh = await adapter.task(task.id) or task
+        for _ in range(10):
+            ref = await self._ref(task.id)
+            if ref.data.get("messages") or ref.data.get("digest"):
+                return  # delivered before (a redelivered item)
+            if ref.data.get("claims", {}).get("post", 0.0) > time.time():
+                raise NotYet("being posted elsewhere")
             if adapter.should_coalesce(chat_id):
-                page = await adapter.chats.add_to_digest(
-                    CHANNEL, chat_id, fresh.id, adapter.tuning.digest_page_size, adapter.now()
+                # Joining a digest is one transaction (page and ref together): no claim.
+                size = adapter.tuning.digest_page_size
+                page = await adapter.chats.join_digest(
+                    CHANNEL, chat_id, task.id, size, adapter.now(), ref
                 )
-                adapter.digests.touch(chat_id)
-                return lambda data: data.update(chat_id=chat_id, digest=page.id)
-            message = await adapter.send_decision(chat_id, fresh, run)
-            ended = not fresh.parked
-            return lambda data: data.update(
-                chat_id=chat_id, messages=[message.message_id], ended=ended
-            )
+                if page is not None:
+                    adapter.digests.added(chat_id)
+                    return
+                continue
+            rendered = await adapter.prepare(task, run, frozenset())
+            claims = {**ref.data.get("claims", {}), "post": time.time() + _CLAIM_SECONDS}
+            claimed = {**ref.data, "claims": claims}
+            if await adapter.chats.swap_ref(
+                CHANNEL, task.id, claimed, ref.version, rendered.callbacks, adapter.now()
+            ):
+                break
+        else:
+            raise NotYet("the delivery record kept changing")
+        adapter.remember(rendered.callbacks)
+        try:
+            message = await adapter.send(chat_id, rendered.text, markup=rendered.markup)
+        except BaseException:
+            await self._release(task.id, "post")
+            raise
 
-        await self._once(task.id, "post", posted, act)
+        def record(data: dict[str, Any]) -> None:
+            data.update(chat_id=chat_id, messages=[message.message_id], ended=not task.parked)
+            data["claims"] = {k: v for k, v in data.get("claims", {}).items() if k != "post"}
+
+        done = dict(claimed)
+        record(done)
+        if not await adapter.chats.swap_ref(CHANNEL, task.id, done, ref.version + 1):
+            await self._update(task.id, record)  # it changed meanwhile (a nudge's claim…)
 
     async def add_message(self, task_id: str, chat_id: int, message: Message) -> None:
         """Record one more message about the task (a digest entry expanded on its own)."""
@@ -158,10 +180,10 @@ class TelegramNotifier:
         adapter = self.adapter
         ref = await self._ref(task.id)
         data = ref.data
-        if not data:
-            return  # never posted: the pending "posted" item will post it as ended
-        if "post" in data.get("claims", {}) and not (data.get("messages") or data.get("digest")):
-            raise NotYet("the decision is being posted")
+        if not (data.get("messages") or data.get("digest")):
+            # Not posted yet: its "posted" item (older, so normally first) is pending or in
+            # flight. Come back after it: it may post the waiting view.
+            raise NotYet("the decision is not posted yet")
         chat_id = int(data["chat_id"])
         if data.get("digest") is not None:
             adapter.digests.touch(chat_id)

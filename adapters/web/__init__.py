@@ -9,7 +9,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from adapters.web import actions, exports, stream, views
-from adapters.web.context import STATIC, WEB, WebState, make_env
+from adapters.web.context import STATIC, WEB, WebState, make_env, security_headers
 from adapters.web.session import Signer
 from bot.config import Settings
 from bot.core import Core
@@ -23,6 +23,7 @@ def setup_web(app: web.Application, core: Core, settings: Settings) -> None:
     secure = settings.server.public_url.startswith("https://")
     app[WEB] = WebState(core, settings, make_env(), Signer(core.service.secret), secure)
     app.on_shutdown.append(_stop_streams)
+    app.on_response_prepare.append(security_headers)
     add = app.router
     add.add_get("/", views.index)
     add.add_get("/login", actions.login_form)

@@ -45,6 +45,28 @@ class WebState:
 WEB = web.AppKey("web", WebState)
 
 
+# The page's own paths (the API and chat webhooks set their own headers).
+WEB_PATHS = ("/login", "/logout", "/inbox", "/decisions/", "/runs", "/history", "/web/")
+SECURITY_HEADERS = {
+    # Nothing may frame the page (no clickjacking of the Approve button), and it loads nothing
+    # from elsewhere: its one script and one stylesheet are its own.
+    "Content-Security-Policy": (
+        "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; "
+        "base-uri 'none'; form-action 'self'; object-src 'none'"
+    ),
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+}
+
+
+async def security_headers(request: web.Request, response: web.StreamResponse) -> None:
+    """`on_response_prepare`: the page's responses carry the headers above."""
+    if request.path == "/" or request.path.startswith(WEB_PATHS):
+        for name, value in SECURITY_HEADERS.items():
+            response.headers.setdefault(name, value)
+
+
 def make_env() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES),
@@ -115,12 +137,10 @@ def page(
     context: dict[str, Any] | None = None,
     *,
     status: int = 200,
-    session: Session | None = None,
 ) -> web.Response:
-    """Render a page; every visitor gets a session id so every form can carry a CSRF token.
-    `session` replaces the visitor's session (signing in and out)."""
+    """Render a page; every visitor gets a session id so every form can carry a CSRF token."""
     web_state = state(request)
-    existing = session or session_of(request)
+    existing = session_of(request)
     current = existing or new_session(now_ts(request))
     values = _values(request, current)
     values["flash"] = take_flash(request, web_state.signer)
@@ -128,7 +148,7 @@ def page(
     body = web_state.env.get_template(template).render(values)
     response = web.Response(text=body, status=status, content_type="text/html")
     response.headers["Cache-Control"] = "no-store"
-    if existing is None or session is not None:
+    if existing is None:
         set_session_cookie(response, web_state.signer, current, secure=web_state.secure)
     if values["flash"] is not None:
         response.del_cookie(FLASH_COOKIE, path="/")

@@ -17,8 +17,11 @@ from aiohttp import web
 from adapters.web.context import member_of, state
 from bot.events import workspace_topic
 
+# Re-read at least this often without a wake-up: other processes writing the same SQLite file
+# (the CLI) cannot wake this one. PostgreSQL instances wake each other (LISTEN/NOTIFY).
 RECHECK_SECONDS = 2.0
-HEARTBEAT_SECONDS = 15.0
+RECHECK_SECONDS_POSTGRES = 15.0
+HEARTBEAT_SECONDS = 15.0  # a comment line now and then finds connections that went away
 
 
 def sse(event: str, data: object) -> bytes:
@@ -52,8 +55,11 @@ async def stream(request: web.Request) -> web.StreamResponse:
     await response.write(b"retry: 2000\n\n")
     last: list[str] | None = None
     quiet = 0.0
+    recheck = (
+        RECHECK_SECONDS_POSTGRES if getattr(core.store, "postgres", False) else RECHECK_SECONDS
+    )
     try:
-        while not web_state.stopping.is_set():
+        while not web_state.stopping.is_set() and member_of(request) is not None:
             gate = core.hub.gate(workspace_topic(member.workspace_id))
             tasks = await core.service.asks(member, member.workspace_id)
             keys = [f"{t.run_id}/{t.key}" for t in tasks]
@@ -62,10 +68,10 @@ async def stream(request: web.Request) -> web.StreamResponse:
                 await response.write(sse("inbox", data))
                 last, quiet = keys, 0.0
             elif quiet >= HEARTBEAT_SECONDS:
-                await response.write(b": keep-alive\n\n")  # finds closed connections too
+                await response.write(b": keep-alive\n\n")
                 quiet = 0.0
-            await _pause(gate, web_state.stopping, RECHECK_SECONDS)
-            quiet += RECHECK_SECONDS
+            await _pause(gate, web_state.stopping, recheck)
+            quiet += recheck
     except (ConnectionResetError, ConnectionError):
         pass  # the page went away
     return response

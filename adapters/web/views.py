@@ -205,14 +205,31 @@ async def run_page(request: web.Request) -> web.Response:
         "run.html",
         {
             "run": run,
-            "rules_json": json.dumps(run.approval_rules, indent=2, ensure_ascii=False),
+            "rules_json": _rules_text(run.approval_rules),
             "tasks": tasks,
             "events": events,
             "earlier": earlier,
-            "word": ending_word,
+            "word": outcome_word,
             "detail": _compact,
         },
     )
+
+
+def _rules_text(rules: list[dict[str, Any]]) -> str:
+    """One rule a line, numbered by position as the engine counts them."""
+    if not rules:
+        return "[]"
+    lines = [json.dumps(rule, ensure_ascii=False) for rule in rules]
+    return "[\n" + ",\n".join(f"  {text}" for text in lines) + "\n]"
+
+
+def outcome_word(task: Task) -> str:
+    """A task's state as people read it; the rules' own verdicts read granted / refused."""
+    if task.parked:
+        return "waiting"
+    if task.via == "engine":
+        return "granted" if task.state == "granted" else "refused"
+    return ending_word(task)
 
 
 def history_filters(request: web.Request) -> dict[str, str]:
@@ -238,7 +255,14 @@ async def ended_decisions(
     )
     if outcome:
         tasks = [t for t in tasks if ending_word(t) == outcome]
+    tasks.sort(key=lambda t: t.decided_at or t.created_at, reverse=True)
     return tasks[:limit]
+
+
+def _summary(task: Task) -> str:
+    if task.kind == "ask":
+        return render.question(task)[0] or "question"
+    return render.profile_view(task.effect_profile).summary or task.tool
 
 
 async def history(request: web.Request) -> web.Response:
@@ -257,7 +281,7 @@ async def history(request: web.Request) -> web.Response:
             "surfaces": SURFACES,
             "people": people,
             "word": ending_word,
-            "summary": lambda t: render.profile_view(t.effect_profile).summary or t.tool,
+            "summary": _summary,
             "answer": render.resolution_text,
         },
     )

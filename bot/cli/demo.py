@@ -85,6 +85,15 @@ class Call:
     profile: dict[str, Any] | None = None
     then: str = ""  # what it does once the call is granted
 
+    @property
+    def key(self) -> str:
+        """A readable task key (it shows in the decision's URL): "bump-the-version"."""
+        return slug(self.says)
+
+
+def slug(text: str) -> str:
+    return "-".join("".join(c if c.isalnum() else " " for c in text.lower()).split())[:60]
+
 
 CALLS: list[Call] = [
     Call("Read", {"file_path": "CHANGELOG.md"}, "read the changelog"),
@@ -217,7 +226,7 @@ async def run_demo(
     tally = Tally()
     parked: list[tuple[TaskOut, str]] = []
     for call in CALLS:
-        receipt = await run.append(call.tool, call.input, effect_profile=call.profile)
+        receipt = await run.append(call.tool, call.input, key=call.key, effect_profile=call.profile)
         if receipt.parked:
             say(f"  ⏸  waits   {call.says}  →  {decision_url(base, run.id, receipt.key)}")
             parked.append((receipt, call.then))
@@ -228,7 +237,7 @@ async def run_demo(
             tally.at_once["refused"] += 1
             say(f"  ✗  refused {call.says}  ({_why(receipt)})")
     for question in QUESTIONS:
-        receipt = await run.append("ask", question)
+        receipt = await run.append("ask", question, key=slug(question["prompt"]))
         say(f"  ?  asks    {question['prompt']}  →  {decision_url(base, run.id, receipt.key)}")
         parked.append((receipt, ""))
     if not wait:

@@ -137,10 +137,87 @@ _Group = tuple[
 class _Plan:
     tool: str
     origin: str
-    static: tuple[int, ...]  # rules without path: they match the tool as a whole
-    groups: tuple[_Group, ...]
+    collect: Callable[[object], tuple[int, ...]]  # tool_input -> matching rule indices
     undeclared: Verdict
     verdicts: dict[tuple[tuple[int, ...], str, bool], Verdict]
+
+
+def _group_hits(group: _Group, tool_input: object) -> list[int]:
+    """The rules of one path group that match (general path, any number of groups)."""
+    single, steps, present, predicates, match_all, table = group
+    if single is not None and type(tool_input) is dict:
+        text = leaf_text(tool_input.get(single))
+    else:
+        text = text_bytes_at(tool_input, steps)
+    if text is None:
+        return []
+    hits = list(present)
+    hits.extend(index for index, check in predicates if check(text))
+    if match_all is not None:
+        hits.extend(r for r in map(table.__getitem__, match_all(text)) if r >= 0)
+    return hits
+
+
+def _collector(
+    static: tuple[int, ...], groups: list[_Group]
+) -> Callable[[object], tuple[int, ...]]:
+    """A closure computing the matching rules of one plan from `tool_input`.
+
+    The common shapes get a specialised closure: no path at all, or one path that is a single
+    object key checked by one multi-pattern matcher (everything bound as closure cells, so a
+    call that matches nothing costs one dict lookup, one encode and one matcher call).
+    """
+    if not groups:
+        return lambda tool_input: static
+
+    if len(groups) == 1:
+        single, steps, present, predicates, match_all, table = groups[0]
+        if single is not None and match_all is not None and not present and not predicates:
+            key: str = single
+
+            def collect_one(tool_input: object) -> tuple[int, ...]:
+                if type(tool_input) is dict:
+                    value = tool_input.get(key)
+                    if type(value) is str:
+                        try:
+                            text = value.encode()
+                        except UnicodeEncodeError:
+                            text = value.encode("utf-8", "surrogatepass")
+                    else:
+                        leaf = leaf_text(value)
+                        if leaf is None:
+                            return static
+                        text = leaf
+                else:
+                    walked = text_bytes_at(tool_input, steps)
+                    if walked is None:
+                        return static
+                    text = walked
+                hits: list[int] | None = None
+                for found in match_all(text):
+                    rule = table[found]
+                    if rule >= 0:
+                        if hits is None:
+                            hits = [rule]
+                        else:
+                            hits.append(rule)
+                if hits is None:
+                    return static
+                return tuple(sorted((*static, *hits)))
+
+            return collect_one
+
+    frozen = tuple(groups)
+
+    def collect(tool_input: object) -> tuple[int, ...]:
+        hits: list[int] = []
+        for group in frozen:
+            hits += _group_hits(group, tool_input)
+        if not hits:
+            return static
+        return tuple(sorted((*static, *hits)))
+
+    return collect
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,36 +265,7 @@ class Policy:
             if mode not in MODES:
                 self._decide(plan, (), mode, False)  # raises the invalid-mode error
             return plan.undeclared
-        hits: list[int] | None = None
-        text: bytes | None
-        for single, steps, present, predicates, match_all, table in plan.groups:
-            if single is not None and type(tool_input) is dict:
-                value = tool_input.get(single)
-                if type(value) is str:
-                    try:
-                        text = value.encode()
-                    except UnicodeEncodeError:
-                        text = value.encode("utf-8", "surrogatepass")
-                else:
-                    text = leaf_text(value)
-            else:
-                text = text_bytes_at(tool_input, steps)
-            if text is None:
-                continue
-            if present:
-                hits = [*(hits or ()), *present]
-            for index, check in predicates:
-                if check(text):
-                    if hits is None:
-                        hits = []
-                    hits.append(index)
-            if match_all is not None:
-                for found in match_all(text):
-                    if table[found] >= 0:
-                        if hits is None:
-                            hits = []
-                        hits.append(table[found])
-        matched = plan.static if hits is None else tuple(sorted((*plan.static, *hits)))
+        matched = plan.collect(tool_input)
         member = member and origin == "author"
         key = (matched, mode, member)
         verdict = plan.verdicts.get(key)
@@ -278,7 +326,7 @@ class Policy:
             rule_index=None,
             why=f"{tool} is not among the tools declared for this run",
         )
-        plan = _Plan(tool, origin, tuple(static), tuple(groups), undeclared, {})
+        plan = _Plan(tool, origin, _collector(tuple(static), groups), undeclared, {})
         plans = self._plans.setdefault(origin, {})
         if len(plans) >= _PLAN_CACHE_MAX:
             plans.clear()

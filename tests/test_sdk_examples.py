@@ -1,0 +1,66 @@
+"""The two examples run against each other on a real server: the agent loop calls and asks, the
+simple loop (driven by a scripted person) follows the feed and decides."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from tests.http_harness import Served, fixtures
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+server, api = fixtures()
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+def load(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"example_{name}", EXAMPLES / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+async def test_agent_loop_and_simple_loop(api: Served) -> None:
+    agent_loop, simple_loop = load("agent_loop"), load("simple_loop")
+    said: list[str] = []
+    shown: list[str] = []
+    declared = asyncio.Event()
+
+    def say(line: str) -> None:
+        said.append(line)
+        if line.startswith("run "):
+            declared.set()
+
+    async def person(text: str) -> str:
+        shown.append(text)
+        if "answer>" in text:
+            return "eu"
+        if "reason" in text:
+            return "not today"
+        return "n" if "deploy" in text else "y"
+
+    agent = asyncio.create_task(agent_loop.main(api.url, api.token("agent"), api.ws, say))
+    await asyncio.wait_for(declared.wait(), 5)
+    run_id = said[0].split()[1]
+    deciding = asyncio.create_task(
+        simple_loop.main(api.url, api.token("alice"), api.ws, run_id, person)
+    )
+    try:
+        assert await asyncio.wait_for(agent, 10) == "eu"
+    finally:
+        deciding.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await deciding
+    assert any("make test" in line and "(ran: make test)" in line for line in said)
+    assert any("--force" in line and "refused: force push" in line for line in said)
+    assert any("make deploy" in line and "refused: not today" in line for line in said)
+    assert any("deploy to production (risk high)" in text for text in shown)
+    assert any("Which region" in text and "options: eu, us" in text for text in shown)
+    tasks = await api.core.store.tasks(api.ws, run_id=run_id)
+    assert {t.resolved_by for t in tasks if t.via == "api"} == {"alice"}
