@@ -76,6 +76,12 @@ class Tx(Protocol):
         this lock first, so concurrent writers always lock in the same order."""
         ...
 
+    async def get_run_state(
+        self, run_id: str, *, for_update: bool = False
+    ) -> tuple[str, str | None] | None:
+        """(state, held_task_key): the only parts of a run that change after creation."""
+        ...
+
     async def set_run_state(
         self,
         run_id: str,

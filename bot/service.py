@@ -13,7 +13,7 @@ import re
 import secrets
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -219,6 +219,7 @@ class ApprovalService:
         self.hub = hub or EventHub()
         self.secret = secret
         self._policies: OrderedDict[str, Policy] = OrderedDict()
+        self._runs: OrderedDict[str, Run] = OrderedDict()
         # Called after each commit that added timers or outbox items (scheduler, relay wake-ups).
         self.on_timers: Callable[[], None] = lambda: None
         self.on_outbox: Callable[[], None] = lambda: None
@@ -242,10 +243,24 @@ class ApprovalService:
             raise _not_found("workspace")
 
     async def _run(self, tx: Tx, workspace_id: str, run_id: str, *, lock: bool = True) -> Run:
-        run = await tx.get_run(run_id, for_update=lock)
+        """The run, its declaration from memory when seen before (it is frozen at creation),
+        its state always from the store."""
+        frozen = self._runs.get(run_id)
+        if frozen is None:
+            run = await tx.get_run(run_id, for_update=lock)
+            if run is not None:
+                self._remember(run)
+        else:
+            state = await tx.get_run_state(run_id, for_update=lock)
+            run = None if state is None else replace(frozen, state=state[0], held_task_key=state[1])
         if run is None or run.workspace_id != workspace_id:
             raise _not_found("run")
         return run
+
+    def _remember(self, run: Run) -> None:
+        self._runs[run.id] = run
+        if len(self._runs) > 10_000:
+            self._runs.popitem(last=False)
 
     async def _task(self, tx: Tx, workspace_id: str, run_id: str, key: str) -> Task:
         task = await tx.get_task(run_id, key)
@@ -373,6 +388,7 @@ class ApprovalService:
             await tx.insert_run(run)
             await tx.add_log([self._log(run, None, "run_declared", principal, "api")])
         self._policies[run.id] = policy
+        self._remember(replace(run))
         return run
 
     # appending -------------------------------------------------------------------------------

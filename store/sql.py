@@ -15,9 +15,11 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy import Connection, Engine, create_engine
 from sqlalchemy import event as sa_event
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.pool import QueuePool
 
 from bot.domain import (
     PARKED_STATES,
@@ -71,27 +73,36 @@ OUTBOX = OutboxRow.__table__  # type: ignore[attr-defined]
 
 NOTIFY_CHANNEL = "approvalbot_events"
 
+_RESERVE_SEQ = (
+    sa.update(RUN)
+    .where(RUN.c.id == sa.bindparam("run"))
+    .values(event_seq=RUN.c.event_seq + sa.bindparam("n"))
+    .returning(RUN.c.id, RUN.c.event_seq, RUN.c.workspace_id)
+)
+
+
+def _sqlite_setup(engine: Engine, busy_ms: int) -> None:
+    @sa_event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        # Take BEGIN out of the driver's hands so we can say BEGIN IMMEDIATE ourselves.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute(f"PRAGMA busy_timeout={busy_ms}")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.close()
+
+    @sa_event.listens_for(engine, "begin")
+    def _on_begin(conn: Any) -> None:
+        mode = conn.get_execution_options().get("sqlite_begin", "DEFERRED")
+        conn.exec_driver_sql(f"BEGIN {mode}")
+
 
 def make_engine(url: str, schema: str | None = None) -> AsyncEngine:
     if url.startswith("sqlite"):
         engine = create_async_engine(url, connect_args={"timeout": 30})
-
-        @sa_event.listens_for(engine.sync_engine, "connect")
-        def _on_connect(dbapi_connection: Any, _record: Any) -> None:
-            # Take BEGIN out of the driver's hands so we can say BEGIN IMMEDIATE ourselves.
-            dbapi_connection.isolation_level = None
-            cursor = dbapi_connection.cursor()
-            cursor.execute("PRAGMA journal_mode=WAL")
-            cursor.execute("PRAGMA synchronous=NORMAL")
-            cursor.execute("PRAGMA busy_timeout=30000")
-            cursor.execute("PRAGMA foreign_keys=ON")
-            cursor.close()
-
-        @sa_event.listens_for(engine.sync_engine, "begin")
-        def _on_begin(conn: Any) -> None:
-            mode = conn.get_execution_options().get("sqlite_begin", "DEFERRED")
-            conn.exec_driver_sql(f"BEGIN {mode}")
-
+        _sqlite_setup(engine.sync_engine, 30_000)
         return engine
     if url.startswith("postgresql://"):
         url = "postgresql+asyncpg://" + url.removeprefix("postgresql://")
@@ -103,10 +114,25 @@ def make_engine(url: str, schema: str | None = None) -> AsyncEngine:
     )
 
 
+class _InlineConnection:
+    """A blocking SQLite connection used straight from the event loop.
+
+    SQLite statements on a local file take microseconds; a hop to aiosqlite's worker thread and
+    back costs more than the statement itself, several times per statement. Writers wait for
+    the file lock asynchronously (see SqlStore._begin_write), so the loop never blocks on it.
+    """
+
+    def __init__(self, conn: Connection) -> None:
+        self.sync = conn
+
+    async def execute(self, statement: Any, parameters: Any = None) -> Any:
+        return self.sync.execute(statement, parameters)
+
+
 class SqlTx:
     """One transaction on one connection; implements bot.ports.Tx."""
 
-    def __init__(self, conn: AsyncConnection, postgres: bool) -> None:
+    def __init__(self, conn: AsyncConnection | _InlineConnection, postgres: bool) -> None:
         self.conn = conn
         self.postgres = postgres
         self.notify_runs: set[str] = set()
@@ -119,7 +145,9 @@ class SqlTx:
 
     async def _insert(self, table: sa.Table, values: dict[str, Any]) -> None:
         try:
-            await self.conn.execute(sa.insert(table).values(**values))
+            # Values as parameters, not in the statement: the statement's compiled form is
+            # then cached once instead of built anew for every row.
+            await self.conn.execute(sa.insert(table), values)
         except IntegrityError as error:
             raise DuplicateKey(str(error.orig)) from None
 
@@ -277,6 +305,15 @@ class SqlTx:
         row = await self._one(stmt)
         return cv.run(row) if row else None
 
+    async def get_run_state(
+        self, run_id: str, *, for_update: bool = False
+    ) -> tuple[str, str | None] | None:
+        stmt = sa.select(RUN.c.state, RUN.c.held_task_key).where(RUN.c.id == run_id)
+        if for_update and self.postgres:
+            stmt = stmt.with_for_update()
+        row = (await self.conn.execute(stmt)).first()
+        return None if row is None else (row.state, row.held_task_key)
+
     async def set_run_state(
         self,
         run_id: str,
@@ -423,18 +460,12 @@ class SqlTx:
             by_run.setdefault(new.run_id, []).append(new)
         if not by_run:
             return
-        # Reserving the sequence numbers on the run rows orders events per run on both
+        # Reserving the sequence numbers on the run row orders events per run on both
         # databases (on PostgreSQL the row lock serialises concurrent writers of one run).
-        # One statement for all runs: the clock ends tasks of hundreds of runs per batch.
-        bump = sa.case({run_id: len(news) for run_id, news in by_run.items()}, value=RUN.c.id)
-        reserved = (
-            await self.conn.execute(
-                sa.update(RUN)
-                .where(RUN.c.id.in_(list(by_run)))
-                .values(event_seq=RUN.c.event_seq + bump)
-                .returning(RUN.c.id, RUN.c.event_seq, RUN.c.workspace_id)
-            )
-        ).all()
+        reserved = [
+            (await self.conn.execute(_RESERVE_SEQ, {"run": run_id, "n": len(news)})).one()
+            for run_id, news in by_run.items()
+        ]
         rows: list[dict[str, Any]] = []
         for run_id, last, _workspace in reserved:
             news = by_run[run_id]
@@ -556,26 +587,58 @@ class SqlStore:
         self.schema = schema
         self.engine = make_engine(url, schema)
         self.postgres = self.engine.dialect.name == "postgresql"
-        self._write_lock = asyncio.Lock() if not self.postgres else None
-        self._writer = self.engine.execution_options(sqlite_begin="IMMEDIATE")
+        self._write_lock = asyncio.Lock()
+        self._inline: Engine | None = None
+        if not self.postgres:
+            # Short busy timeout: a writer in another process is waited for asynchronously.
+            self._inline = create_engine(url.replace("+aiosqlite", ""), poolclass=QueuePool)
+            _sqlite_setup(self._inline, 20)
+
+    async def _begin_write(self, inline: Engine) -> Connection:
+        delay = 0.002
+        for _ in range(3000):
+            conn = inline.connect()
+            try:
+                conn.execution_options(sqlite_begin="IMMEDIATE").begin()
+                return conn
+            except OperationalError as error:
+                conn.close()
+                if "locked" not in str(error.orig) and "busy" not in str(error.orig):
+                    raise
+            await asyncio.sleep(delay)
+            delay = min(0.05, delay * 2)
+        raise TimeoutError("the SQLite database stayed locked by another process")
 
     @asynccontextmanager
     async def write(self) -> AsyncIterator[SqlTx]:
-        if self._write_lock is None:
+        if self._inline is None:
             async with self.engine.begin() as conn:
                 yield SqlTx(conn, self.postgres)
             return
-        async with self._write_lock, self._writer.begin() as conn:
-            yield SqlTx(conn, self.postgres)
+        async with self._write_lock:
+            conn = await self._begin_write(self._inline)
+            try:
+                yield SqlTx(_InlineConnection(conn), self.postgres)
+                conn.commit()
+            finally:
+                conn.close()  # rolls back what was not committed
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[SqlTx]:
-        async with self.engine.connect() as conn:
-            yield SqlTx(conn, self.postgres)
+        if self._inline is None:
+            async with self.engine.connect() as conn:
+                yield SqlTx(conn, self.postgres)
+            return
+        with self._inline.connect() as conn:
+            yield SqlTx(_InlineConnection(conn), self.postgres)
 
     async def _rows(self, stmt: Any) -> list[Any]:
-        async with self.engine.connect() as conn:
-            return list((await conn.execute(stmt)).mappings().all())
+        async with self.read() as tx:
+            return await tx._all(stmt)
+
+    async def _scalar(self, stmt: Any) -> Any:
+        async with self.read() as tx:
+            return (await tx.conn.execute(stmt)).scalar_one_or_none()
 
     async def events_after(self, run_id: str, seq: int, limit: int = 500) -> list[Event]:
         stmt = (
@@ -597,8 +660,7 @@ class SqlStore:
 
     async def next_timer_due(self) -> datetime | None:
         stmt = sa.select(sa.func.min(TIMER.c.due_at)).where(TIMER.c.done.is_(False))
-        async with self.engine.connect() as conn:
-            value = (await conn.execute(stmt)).scalar_one_or_none()
+        value = await self._scalar(stmt)
         return None if value is None else cv.dt(value)
 
     async def asks(self, workspace_id: str, *, run_id: str | None = None) -> list[Task]:
@@ -714,21 +776,20 @@ class SqlStore:
 
     async def outbox_backlog(self) -> int:
         stmt = sa.select(sa.func.count()).select_from(OUTBOX).where(OUTBOX.c.delivered_at.is_(None))
-        async with self.engine.connect() as conn:
-            return int((await conn.execute(stmt)).scalar_one())
+        return int(await self._scalar(stmt))
 
     async def count_parked(self) -> int:
         stmt = sa.select(sa.func.count()).select_from(TASK).where(TASK.c.state.in_(PARKED_STATES))
-        async with self.engine.connect() as conn:
-            return int((await conn.execute(stmt)).scalar_one())
+        return int(await self._scalar(stmt))
 
     async def ping(self) -> bool:
         try:
-            async with self.engine.connect() as conn:
-                await conn.execute(sa.text("SELECT 1"))
+            await self._scalar(sa.text("SELECT 1"))
         except Exception:
             return False
         return True
 
     async def close(self) -> None:
         await self.engine.dispose()
+        if self._inline is not None:
+            self._inline.dispose()

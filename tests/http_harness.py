@@ -1,9 +1,10 @@
 """A real approvalbot HTTP server on a free loopback port, for the API, SDK and CLI tests.
 
 One server per test module and backend (SQLite and PostgreSQL, through `make_store`): building
-a store costs far more than a test. Each test gets fresh workspaces of its own (`acme-…` with
-members alice and bob and applications agent and other-agent; `beta-…` with member carol and
-application beta-agent), so tests never see each other's runs. The core runs on a FakeClock;
+a store costs far more than a test. Each test gets a fresh workspace of its own (`acme-…` with
+members alice and bob and applications agent and other-agent), so tests never see each other's
+runs; the server's second workspace `beta` (member carol, application beta-agent) is the
+stranger for cross-workspace refusals. The core runs on a FakeClock;
 the clock loop and the relay are not started — tests fire deadlines with
 `core.scheduler.run_once()` after advancing the clock. Modules using this say
 `pytestmark = pytest.mark.asyncio(loop_scope="module")` and `server, api = fixtures()`.
@@ -14,7 +15,7 @@ from __future__ import annotations
 import json
 import secrets
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,7 @@ class Server:
     session: aiohttp.ClientSession
     runner: web.AppRunner
     schema: str | None = None  # the PostgreSQL schema, for a second instance on the same data
+    strangers: dict[str, str] = field(default_factory=dict)  # tokens of workspace `beta`
 
 
 @dataclass
@@ -114,6 +116,9 @@ async def start_server(
     core = await Core.build(store, settings, clock=clock)
     runner, url = await start_app(core, settings)
     server = Server(core, clock, store, url, aiohttp.ClientSession(), runner, schema)
+    await core.admin.create_workspace("beta")
+    server.strangers["carol"] = (await core.admin.add_member("beta", "carol")).token
+    server.strangers["beta-agent"] = (await core.admin.add_application("beta", "beta-agent")).token
     return server, schema
 
 
@@ -125,20 +130,17 @@ async def stop_server(server: Server, schema: str | None) -> None:
 
 
 async def people(server: Server) -> Served:
-    """Fresh workspaces for one test."""
+    """A fresh workspace for one test."""
     admin = server.core.admin
     suffix = secrets.token_hex(3)
-    ws, beta = f"acme-{suffix}", f"beta-{suffix}"
-    tokens: dict[str, str] = {}
+    ws = f"acme-{suffix}"
+    tokens = dict(server.strangers)
     await admin.create_workspace(ws)
-    await admin.create_workspace(beta)
     for name in ("alice", "bob"):
         tokens[name] = (await admin.add_member(ws, name)).token
     for name in ("agent", "other-agent"):
         tokens[name] = (await admin.add_application(ws, name)).token
-    tokens["carol"] = (await admin.add_member(beta, "carol")).token
-    tokens["beta-agent"] = (await admin.add_application(beta, "beta-agent")).token
-    return Served(server, ws, beta, tokens)
+    return Served(server, ws, "beta", tokens)
 
 
 def fixtures(settings: Settings | None = None, backends: list[str] = BACKENDS) -> tuple[Any, Any]:

@@ -266,3 +266,30 @@ async def test_feed_reconnects_from_its_last_event_id(api: Served) -> None:
         await app_runner.cleanup()
     stored = await api.core.store.events_after(run.id, 0)
     assert [(e.id, e.event) for e in got] == [(e.seq, e.name) for e in stored]
+
+
+async def test_a_waiting_call_survives_a_restart(api: Served) -> None:
+    """Shutdown answers pending long-polls at once (no minute-long hang), and the SDK keeps
+    waiting across the restart until a person decides."""
+    runner = web.AppRunner(build_app(api.core, Settings()))  # default shutdown timeout (60 s)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    port = runner.addresses[0][1]
+    async with sdk.Client(f"http://127.0.0.1:{port}", api.token("agent")) as client:
+        run = await client.workspace(api.ws).runs.declare(approval_mode="ask")
+        waiting = asyncio.create_task(run.call("bash", {"command": "migrate"}, key="m"))
+        await asyncio.sleep(0.2)  # the long-poll is held by the server
+        started = asyncio.get_running_loop().time()
+        await runner.cleanup()
+        assert asyncio.get_running_loop().time() - started < 5
+        assert not waiting.done()
+        runner = web.AppRunner(build_app(api.core, Settings()))
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", port).start()
+        try:
+            async with sdk.Client(api.url, api.token("bob")) as person:
+                await person.workspace(api.ws).runs.run(run.id).approve("m")
+            task = await asyncio.wait_for(waiting, 10)
+        finally:
+            await runner.cleanup()
+    assert (task.state, task.resolved_by) == ("granted", "bob")

@@ -4,6 +4,7 @@ model, calls the core and renders its answer; the rules about who may do what li
 
 from __future__ import annotations
 
+import asyncio
 import math
 from dataclasses import dataclass
 
@@ -127,10 +128,18 @@ async def get_task(request: web.Request, ctx: Ctx) -> web.Response:
     wait = seconds_param(request, "wait", MAX_WAIT)
     service = ctx.core.service
     run_id, key = _run_id(request), _key(request)
-    if wait > 0:
-        task = await service.wait_task(ctx.who, ctx.ws, run_id, key, wait)
-    else:
-        task = await service.get_task(ctx.who, ctx.ws, run_id, key)
+    task = await service.get_task(ctx.who, ctx.ws, run_id, key)
+    if wait > 0 and task.parked:
+        # At shutdown a long-poll answers at once (the task as it is) instead of holding the
+        # server for up to a minute; the client simply asks again.
+        waiting = asyncio.ensure_future(service.wait_task(ctx.who, ctx.ws, run_id, key, wait))
+        closing = asyncio.ensure_future(request.app[sse.CLOSING].wait())
+        await asyncio.wait({waiting, closing}, return_when=asyncio.FIRST_COMPLETED)
+        closing.cancel()
+        if waiting.done():
+            task = waiting.result()
+        else:
+            waiting.cancel()
     return json_response(m.task_out(task))
 
 

@@ -288,9 +288,20 @@ class Run:
         """Long-poll until the task leaves its waiting state (or `timeout` seconds pass)."""
         loop = asyncio.get_running_loop()
         deadline = None if timeout is None else loop.time() + timeout
+        pause = 0.2
         while True:
             left = _LONG_POLL if deadline is None else min(_LONG_POLL, deadline - loop.time())
-            task = await self.task(key, wait=max(left, 0.0))
+            try:
+                task = await self.task(key, wait=max(left, 0.0))
+            except (TimeoutError, aiohttp.ClientConnectionError):
+                # The service restarts or the network blips: a park may last hours, so keep
+                # asking (the request's own retries are spent by now) until the deadline.
+                if deadline is not None and loop.time() >= deadline:
+                    raise
+                await asyncio.sleep(pause)
+                pause = min(5.0, pause * 2)
+                continue
+            pause = 0.2
             if not task.parked or (deadline is not None and loop.time() >= deadline):
                 return task
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -148,7 +149,10 @@ def asks(ctx: click.Context, url: str, token: str | None, workspace: str | None,
     elif not found:
         click.echo("nothing waits on people")
     else:
-        Console(width=max(Console().width, 140)).print(_table(found))
+        console = Console()
+        if not console.is_terminal and "COLUMNS" not in os.environ:
+            console = Console(width=160)  # piped: do not squeeze the table into 80 columns
+        console.print(_table(found))
 
 
 def _connection(ctx: click.Context, url: str, token: str | None, ws: str | None) -> Connection:
