@@ -7,18 +7,34 @@ state, so the first ending wins and every later attempt gets `already_decided`.
 
 from __future__ import annotations
 
-import hashlib
-import json
-import re
 import secrets
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from dataclasses import replace
+from datetime import datetime
 from typing import Any
 
 from bot import effects, errors, tokens
 from bot.clock import Clock
+from bot.decisions import (
+    FAILURE_POLICIES,
+    KEY_PATTERN,
+    MODES,
+    ORIGINS,
+    REASON_LIMIT,
+    CallSpec,
+    DecisionSettings,
+    Profile,
+    Receipt,
+    RunSpec,
+    Writes,
+    already_decided,
+    check_answer,
+    check_question,
+    ending_word,
+    invalid,
+    not_found,
+)
 from bot.domain import (
     ASK_TOOL,
     PARKED_STATES,
@@ -41,160 +57,18 @@ from bot.metrics import APPENDS, DECISION_LATENCY, DECISIONS
 from bot.ports import DuplicateKey, Store, Tx
 from bot.rules import Policy, compile_policy, tighten
 
-_KEY = re.compile(r"^[A-Za-z0-9._:~-]{1,200}$")
-_ORIGINS = ("model", "author", "kernel")
-_MODES = ("bypass", "ask", "rules")
-_POLICIES = ("continue", "hold")
-_REASON_LIMIT = 1000
-
-
-@dataclass(frozen=True)
-class DecisionSettings:
-    park_ttl: timedelta = timedelta(hours=24)
-    question_ttl: timedelta = timedelta(hours=24)
-    nudge_before: tuple[timedelta, ...] = (timedelta(hours=1), timedelta(minutes=10))
-
-
-@dataclass(frozen=True)
-class Profile:
-    approval_mode: str = "ask"
-    approval_rules: list[Any] = field(default_factory=list)
-    tool_names: list[str] | None = None
-    aliases: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class RunSpec:
-    approval_mode: str | None = None
-    approval_rules: list[Any] | None = None
-    tool_names: list[str] | None = None
-    aliases: dict[str, str] | None = None
-    profile: str | None = None
-    title: str = ""
-    executor_id: str | None = None
-    parent_run: str | None = None
-
-
-@dataclass(frozen=True)
-class CallSpec:
-    tool_name: str
-    tool_input: Any
-    key: str | None = None
-    origin: str = "model"
-    effect_profile: dict[str, Any] | None = None
-    failure_policy: str = "continue"
-    tool_names: list[str] | None = None
-    approval_mode: str | None = None
-
-    def fingerprint(self) -> str:
-        body = {k: v for k, v in self.__dict__.items() if k != "key"}
-        text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-        return hashlib.sha256(text.encode()).hexdigest()
-
-
-@dataclass
-class _Writes:
-    """Events, log entries and notifications collected to be written in one go."""
-
-    events: list[NewEvent] = field(default_factory=list)
-    log: list[LogEntry] = field(default_factory=list)
-    outbox: list[OutboxItem] = field(default_factory=list)
-
-    async def flush(self, tx: Tx, at: datetime) -> None:
-        if self.events:
-            await tx.add_events(self.events, at)
-        await tx.add_log(self.log)
-        await tx.add_outbox(self.outbox)
-
-
-@dataclass(frozen=True)
-class Receipt:
-    task: Task
-    resolution_token: str | None = None
-    replayed: bool = False
-
-
-_ENDING_WORDS = {
-    "granted": "approved",
-    "resolved": "answered",
-    "timed_out": "expired",
-    "cancelled": "cancelled",
-}
-
-
-def ending_word(task: Task) -> str:
-    """How people read an ended task: approved, denied, answered, declined, expired…"""
-    if task.state == "failed":
-        code = (task.error or {}).get("code")
-        return {"declined": "declined", "tool_not_declared": "refused"}.get(code or "", "denied")
-    return _ENDING_WORDS.get(task.state, task.state)
-
-
-def already_decided(task: Task) -> ApprovalError:
-    who = task.resolved_by or {"clock": "the clock", "engine": "the rules"}.get(task.via or "", "")
-    when = task.decided_at.isoformat() if task.decided_at else ""
-    detail = f"already {ending_word(task)}" + (f" by {who}" if who else "") + f" at {when}"
-    return ApprovalError(
-        errors.ALREADY_DECIDED,
-        detail,
-        409,
-        extra={
-            "state": task.state,
-            "outcome": ending_word(task),
-            "resolved_by": task.resolved_by,
-            "via": task.via,
-            "decided_at": when or None,
-        },
-    )
-
-
-def _not_found(what: str) -> ApprovalError:
-    return ApprovalError(errors.NOT_FOUND, f"{what} not found", 404)
-
-
-def _invalid(detail: str) -> ApprovalError:
-    return ApprovalError(errors.INVALID_REQUEST, detail, 422)
-
-
-def _check_question(tool_input: Any) -> None:
-    if not isinstance(tool_input, dict):
-        raise _invalid("tool_input: a question needs an object {prompt, options?, multi?}")
-    unknown = sorted(set(tool_input) - {"prompt", "options", "multi"})
-    if unknown:
-        raise _invalid(f"tool_input.{unknown[0]}: unknown key for a question")
-    prompt = tool_input.get("prompt")
-    if not isinstance(prompt, str) or not prompt.strip():
-        raise _invalid("tool_input.prompt: a question needs a non-empty prompt")
-    options = tool_input.get("options")
-    if options is not None:
-        if not isinstance(options, list) or not options:
-            raise _invalid("tool_input.options: a non-empty list of strings")
-        if not all(isinstance(o, str) and o for o in options) or len(set(options)) != len(options):
-            raise _invalid("tool_input.options: distinct non-empty strings")
-    multi = tool_input.get("multi", False)
-    if not isinstance(multi, bool):
-        raise _invalid("tool_input.multi: must be true or false")
-    if multi and options is None:
-        raise _invalid("tool_input.multi: a multi question needs options")
-
-
-def check_answer(task: Task, content: Any) -> Any:
-    """The answer as stored: free text, one of the options, or for `multi` a list of them."""
-    question = task.tool_input if isinstance(task.tool_input, dict) else {}
-    options = question.get("options")
-    if question.get("multi"):
-        if not isinstance(content, list) or not content:
-            raise ApprovalError(errors.INVALID_OPTION, "choose at least one option (a list)", 422)
-        chosen = [c for c in options or [] if c in content]
-        unknown = [c for c in content if not isinstance(c, str) or c not in (options or [])]
-        if unknown:
-            raise ApprovalError(errors.INVALID_OPTION, f"not an option: {unknown[0]!r}", 422)
-        return chosen
-    if not isinstance(content, str) or not content.strip():
-        raise ApprovalError(errors.INVALID_OPTION, "the answer must be a non-empty string", 422)
-    if options is not None and content not in options:
-        raise ApprovalError(errors.INVALID_OPTION, f"not an option: {content!r}", 422)
-    return content
+# Surfaces import these from here too.
+__all__ = [
+    "ApprovalService",
+    "CallSpec",
+    "DecisionSettings",
+    "Profile",
+    "Receipt",
+    "RunSpec",
+    "already_decided",
+    "check_answer",
+    "ending_word",
+]
 
 
 class ApprovalService:
@@ -240,7 +114,7 @@ class ApprovalService:
     @staticmethod
     def _check_workspace(principal: Principal, workspace_id: str) -> None:
         if principal.workspace_id != workspace_id:
-            raise _not_found("workspace")
+            raise not_found("workspace")
 
     async def _run(self, tx: Tx, workspace_id: str, run_id: str, *, lock: bool = True) -> Run:
         """The run, its declaration from memory when seen before (it is frozen at creation),
@@ -252,9 +126,9 @@ class ApprovalService:
                 self._remember(run)
         else:
             state = await tx.get_run_state(run_id, for_update=lock)
-            run = None if state is None else replace(frozen, state=state[0], held_task_key=state[1])
+            run = None if state is None else replace(frozen, state=state[0], held_task_key=state[1])  # type: ignore[arg-type]
         if run is None or run.workspace_id != workspace_id:
-            raise _not_found("run")
+            raise not_found("run")
         return run
 
     def _remember(self, run: Run) -> None:
@@ -265,7 +139,7 @@ class ApprovalService:
     async def _task(self, tx: Tx, workspace_id: str, run_id: str, key: str) -> Task:
         task = await tx.get_task(run_id, key)
         if task is None or task.workspace_id != workspace_id:
-            raise _not_found("task")
+            raise not_found("task")
         return task
 
     async def get_run(self, principal: Principal, workspace_id: str, run_id: str) -> Run:
@@ -358,8 +232,8 @@ class ApprovalService:
 
     async def declare_run(self, principal: Principal, workspace_id: str, spec: RunSpec) -> Run:
         self._check_workspace(principal, workspace_id)
-        if spec.approval_mode is not None and spec.approval_mode not in _MODES:
-            raise _invalid("approval_mode: must be bypass, ask or rules")
+        if spec.approval_mode is not None and spec.approval_mode not in MODES:
+            raise invalid("approval_mode: must be bypass, ask or rules")
         async with self.store.write() as tx:
             parent = None
             if spec.parent_run is not None:
@@ -369,7 +243,7 @@ class ApprovalService:
             if spec.executor_id is not None:
                 executor = await tx.get_executor(spec.executor_id)
                 if executor is None or executor.workspace_id != workspace_id or executor.revoked:
-                    raise _not_found("executor")
+                    raise not_found("executor")
             run = Run(
                 id=new_id("run"),
                 workspace_id=workspace_id,
@@ -433,7 +307,7 @@ class ApprovalService:
             )
             is_question = verdict.tool == ASK_TOOL
             if is_question and verdict.outcome != "failed":
-                _check_question(spec.tool_input)
+                check_question(spec.tool_input)
             task = Task(
                 id=new_id("task"),
                 run_id=run.id,
@@ -492,16 +366,16 @@ class ApprovalService:
         return Receipt(task, token)
 
     def _check_call(self, spec: CallSpec) -> None:
-        if spec.key is not None and not _KEY.match(spec.key):
-            raise _invalid("key: 1-200 characters of letters, digits and . _ : ~ -")
+        if spec.key is not None and not KEY_PATTERN.match(spec.key):
+            raise invalid("key: 1-200 characters of letters, digits and . _ : ~ -")
         if not isinstance(spec.tool_name, str) or not spec.tool_name:
-            raise _invalid("tool_name: a non-empty string")
-        if spec.origin not in _ORIGINS:
-            raise _invalid("origin: must be model, author or kernel")
-        if spec.failure_policy not in _POLICIES:
-            raise _invalid("failure_policy: must be continue or hold")
-        if spec.approval_mode is not None and spec.approval_mode not in _MODES:
-            raise _invalid("approval_mode: must be bypass, ask or rules")
+            raise invalid("tool_name: a non-empty string")
+        if spec.origin not in ORIGINS:
+            raise invalid("origin: must be model, author or kernel")
+        if spec.failure_policy not in FAILURE_POLICIES:
+            raise invalid("failure_policy: must be continue or hold")
+        if spec.approval_mode is not None and spec.approval_mode not in MODES:
+            raise invalid("approval_mode: must be bypass, ask or rules")
 
     async def _addressee(self, tx: Tx, run: Run) -> str | None:
         if run.executor_id is None:
@@ -662,7 +536,7 @@ class ApprovalService:
         action: str,
         principal: Principal | None,
         detail: dict[str, Any] | None = None,
-        batch: _Writes | None = None,
+        batch: Writes | None = None,
     ) -> Task:
         """Compare-and-set the ending and write what goes with it; the loser gets
         `already_decided` naming the winner. With `batch`, the writes are collected for the
@@ -673,7 +547,7 @@ class ApprovalService:
             raise already_decided(current or task)
         # Its timers are left to fire into nothing: touching timer rows here would lock them
         # in the opposite order to the clock loop (timer, then run).
-        writes = batch or _Writes()
+        writes = batch or Writes()
         self._record_ending(run, ended, ending, action, principal, detail, writes)
         if batch is None:
             writes.events.append(await self._attention(tx, run.id))
@@ -688,7 +562,7 @@ class ApprovalService:
         action: str,
         principal: Principal | None,
         detail: dict[str, Any] | None,
-        writes: _Writes,
+        writes: Writes,
     ) -> None:
         writes.events.append(self._settled_event(ended))
         writes.log.append(self._log(run, ended, action, principal, ending.via, detail, ending.at))
@@ -735,7 +609,7 @@ class ApprovalService:
     ) -> Task:
         self._check_workspace(principal, workspace_id)
         self._require_member(principal)
-        reason = (reason or "").strip()[:_REASON_LIMIT]
+        reason = (reason or "").strip()[:REASON_LIMIT]
         now = self.clock.now()
         async with self.store.write() as tx:
             run = await self._run(tx, workspace_id, run_id)
@@ -792,7 +666,7 @@ class ApprovalService:
             self._check_workspace(principal, workspace_id)
             self._require_member(principal)
         if outcome not in (None, "resolved", "failed"):
-            raise _invalid("outcome: must be failed (to decline) or left out")
+            raise invalid("outcome: must be failed (to decline) or left out")
         now = self.clock.now()
         async with self.store.write() as tx:
             run = await self._run(tx, workspace_id, run_id)
@@ -932,7 +806,7 @@ class ApprovalService:
                 403,
             )
         if not name or len(name) > 200:
-            raise _invalid("name: 1-200 characters")
+            raise invalid("name: 1-200 characters")
         executor = Executor(new_id("exe"), workspace_id, principal.id, name)
         async with self.store.write() as tx:
             await tx.insert_executor(executor)
@@ -943,9 +817,9 @@ class ApprovalService:
         async with self.store.read() as tx:
             executor = await tx.get_executor(executor_id)
         if executor is None or executor.workspace_id != workspace_id:
-            raise _not_found("executor")
+            raise not_found("executor")
         if principal.is_member or executor.application_id != principal.id:
-            raise _not_found("executor")
+            raise not_found("executor")
         return executor
 
     async def revoke_executor(
@@ -970,7 +844,7 @@ class ApprovalService:
         now = self.clock.now()
         touched: dict[str, Run] = {}
         expiring: list[Task] = []
-        writes = _Writes()
+        writes = Writes()
         async with self.store.write() as tx:
             timers = await tx.claim_due_timers(now, limit)
             await tx.finish_timers([t.id for t in timers])
@@ -998,7 +872,7 @@ class ApprovalService:
         return len(timers)
 
     async def _nudge(
-        self, run: Run, task: Task, timer: Timer, now: datetime, writes: _Writes
+        self, run: Run, task: Task, timer: Timer, now: datetime, writes: Writes
     ) -> None:
         assert task.deadline is not None
         remaining = int((task.deadline - now).total_seconds())
@@ -1017,7 +891,7 @@ class ApprovalService:
         runs: Mapping[str, Run],
         tasks: Sequence[Task],
         now: datetime,
-        writes: _Writes,
+        writes: Writes,
     ) -> None:
         """End every task whose deadline passed, with one compare-and-set per kind."""
         for kind, code, what in (

@@ -616,12 +616,12 @@ class SqlStore:
                 yield SqlTx(conn, self.postgres)
             return
         async with self._write_lock:
-            conn = await self._begin_write(self._inline)
+            inline = await self._begin_write(self._inline)
             try:
-                yield SqlTx(_InlineConnection(conn), self.postgres)
-                conn.commit()
+                yield SqlTx(_InlineConnection(inline), self.postgres)
+                inline.commit()
             finally:
-                conn.close()  # rolls back what was not committed
+                inline.close()  # rolls back what was not committed
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[SqlTx]:
@@ -629,8 +629,8 @@ class SqlStore:
             async with self.engine.connect() as conn:
                 yield SqlTx(conn, self.postgres)
             return
-        with self._inline.connect() as conn:
-            yield SqlTx(_InlineConnection(conn), self.postgres)
+        with self._inline.connect() as inline:
+            yield SqlTx(_InlineConnection(inline), self.postgres)
 
     async def _rows(self, stmt: Any) -> list[Any]:
         async with self.read() as tx:

@@ -1,0 +1,171 @@
+"""The values of the decision lifecycle: what is asked for, what comes back, and the checks
+and words every surface shares (how an ending reads, what `already_decided` says)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from bot import errors
+from bot.domain import LogEntry, NewEvent, OutboxItem, Task
+from bot.errors import ApprovalError
+from bot.ports import Tx
+
+KEY_PATTERN = re.compile(r"^[A-Za-z0-9._:~-]{1,200}$")
+ORIGINS = ("model", "author", "kernel")
+MODES = ("bypass", "ask", "rules")
+FAILURE_POLICIES = ("continue", "hold")
+REASON_LIMIT = 1000
+
+
+@dataclass(frozen=True)
+class DecisionSettings:
+    park_ttl: timedelta = timedelta(hours=24)
+    question_ttl: timedelta = timedelta(hours=24)
+    nudge_before: tuple[timedelta, ...] = (timedelta(hours=1), timedelta(minutes=10))
+
+
+@dataclass(frozen=True)
+class Profile:
+    approval_mode: str = "ask"
+    approval_rules: list[Any] = field(default_factory=list)
+    tool_names: list[str] | None = None
+    aliases: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    approval_mode: str | None = None
+    approval_rules: list[Any] | None = None
+    tool_names: list[str] | None = None
+    aliases: dict[str, str] | None = None
+    profile: str | None = None
+    title: str = ""
+    executor_id: str | None = None
+    parent_run: str | None = None
+
+
+@dataclass(frozen=True)
+class CallSpec:
+    tool_name: str
+    tool_input: Any
+    key: str | None = None
+    origin: str = "model"
+    effect_profile: dict[str, Any] | None = None
+    failure_policy: str = "continue"
+    tool_names: list[str] | None = None
+    approval_mode: str | None = None
+
+    def fingerprint(self) -> str:
+        body = {k: v for k, v in self.__dict__.items() if k != "key"}
+        text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return hashlib.sha256(text.encode()).hexdigest()
+
+
+@dataclass
+class Writes:
+    """Events, log entries and notifications collected to be written in one go."""
+
+    events: list[NewEvent] = field(default_factory=list)
+    log: list[LogEntry] = field(default_factory=list)
+    outbox: list[OutboxItem] = field(default_factory=list)
+
+    async def flush(self, tx: Tx, at: datetime) -> None:
+        if self.events:
+            await tx.add_events(self.events, at)
+        await tx.add_log(self.log)
+        await tx.add_outbox(self.outbox)
+
+
+@dataclass(frozen=True)
+class Receipt:
+    task: Task
+    resolution_token: str | None = None
+    replayed: bool = False
+
+
+_ENDING_WORDS = {
+    "granted": "approved",
+    "resolved": "answered",
+    "timed_out": "expired",
+    "cancelled": "cancelled",
+}
+
+
+def ending_word(task: Task) -> str:
+    """How people read an ended task: approved, denied, answered, declined, expired…"""
+    if task.state == "failed":
+        code = (task.error or {}).get("code")
+        return {"declined": "declined", "tool_not_declared": "refused"}.get(code or "", "denied")
+    return _ENDING_WORDS.get(task.state, task.state)
+
+
+def already_decided(task: Task) -> ApprovalError:
+    who = task.resolved_by or {"clock": "the clock", "engine": "the rules"}.get(task.via or "", "")
+    when = task.decided_at.isoformat() if task.decided_at else ""
+    detail = f"already {ending_word(task)}" + (f" by {who}" if who else "") + f" at {when}"
+    return ApprovalError(
+        errors.ALREADY_DECIDED,
+        detail,
+        409,
+        extra={
+            "state": task.state,
+            "outcome": ending_word(task),
+            "resolved_by": task.resolved_by,
+            "via": task.via,
+            "decided_at": when or None,
+        },
+    )
+
+
+def not_found(what: str) -> ApprovalError:
+    return ApprovalError(errors.NOT_FOUND, f"{what} not found", 404)
+
+
+def invalid(detail: str) -> ApprovalError:
+    return ApprovalError(errors.INVALID_REQUEST, detail, 422)
+
+
+def check_question(tool_input: Any) -> None:
+    if not isinstance(tool_input, dict):
+        raise invalid("tool_input: a question needs an object {prompt, options?, multi?}")
+    unknown = sorted(set(tool_input) - {"prompt", "options", "multi"})
+    if unknown:
+        raise invalid(f"tool_input.{unknown[0]}: unknown key for a question")
+    prompt = tool_input.get("prompt")
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise invalid("tool_input.prompt: a question needs a non-empty prompt")
+    options = tool_input.get("options")
+    if options is not None:
+        if not isinstance(options, list) or not options:
+            raise invalid("tool_input.options: a non-empty list of strings")
+        if not all(isinstance(o, str) and o for o in options) or len(set(options)) != len(options):
+            raise invalid("tool_input.options: distinct non-empty strings")
+    multi = tool_input.get("multi", False)
+    if not isinstance(multi, bool):
+        raise invalid("tool_input.multi: must be true or false")
+    if multi and options is None:
+        raise invalid("tool_input.multi: a multi question needs options")
+
+
+def check_answer(task: Task, content: Any) -> Any:
+    """The answer as stored: free text, one of the options, or for `multi` a list of them."""
+    question = task.tool_input if isinstance(task.tool_input, dict) else {}
+    options = question.get("options")
+    if question.get("multi"):
+        if not isinstance(content, list) or not content:
+            raise ApprovalError(errors.INVALID_OPTION, "choose at least one option (a list)", 422)
+        chosen = [c for c in options or [] if c in content]
+        unknown = [c for c in content if not isinstance(c, str) or c not in (options or [])]
+        if unknown:
+            raise ApprovalError(errors.INVALID_OPTION, f"not an option: {unknown[0]!r}", 422)
+        return chosen
+    if not isinstance(content, str) or not content.strip():
+        raise ApprovalError(errors.INVALID_OPTION, "the answer must be a non-empty string", 422)
+    if options is not None and content not in options:
+        raise ApprovalError(errors.INVALID_OPTION, f"not an option: {content!r}", 422)
+    return content
