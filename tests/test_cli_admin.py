@@ -166,3 +166,32 @@ async def test_asks_lists_and_decides(api: Served) -> None:
     ):
         result = await in_process("asks", *args, env=env | extra)
         assert (result.exit_code, needle in result.output) == (code, True), result.output
+
+
+async def test_login_link_signs_in_once(tmp_path: Path) -> None:
+    from bot import logins
+
+    url = f"sqlite+aiosqlite:///{tmp_path}/link.db"
+    env = {"APPROVALBOT_STORE__URL": url, "APPROVALBOT_SERVER__PUBLIC_URL": "https://ab.example"}
+    assert (await in_process("admin", "workspace", "create", "acme", env=env)).exit_code == 0
+    made = await in_process(
+        "admin", "member", "add", "--workspace", "acme", "--name", "ann", env=env
+    )
+    assert made.exit_code == 0
+    code, out, _ = await cli(
+        "admin", "login-link", "--workspace", "acme", "--member", "ann", "--json", env=env
+    )
+    link = json.loads(out)["link"]
+    assert code == 0 and link.startswith("https://ab.example/login/abl_")
+    store = SqlStore(url)
+    try:
+        token = link.rsplit("/", 1)[1]
+        who = await logins.consume(store, SystemClock(), token)
+        assert who is not None and who.name == "ann"
+        assert await logins.consume(store, SystemClock(), token) is None  # single use
+    finally:
+        await store.close()
+    refused = await in_process(
+        "admin", "login-link", "--workspace", "acme", "--member", "zed", env=env
+    )
+    assert refused.exit_code == 1 and "not_found" in refused.output

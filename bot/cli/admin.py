@@ -13,6 +13,8 @@ from typing import Any, TypeVar
 
 import click
 
+from adapters.web.links import login_url
+from bot import logins
 from bot.admin import Admin
 from bot.cli.common import config_option, emit_json, fail, run_async, settings_or_exit
 from bot.clock import SystemClock
@@ -185,3 +187,21 @@ def token_revoke(
     count = with_admin(config_path, lambda a: a.revoke(workspace, kind, name))
     value = {"workspace": workspace, kind: name, "revoked": count}
     show(as_json, value, f"{kind} {name}: {count} token(s) revoked")
+
+
+@admin.command("login-link")
+@workspace_option
+@click.option("--member", "member_name", required=True, help="The person who signs in.")
+@config_option
+@json_option
+def login_link(workspace: str, member_name: str, config_path: str | None, as_json: bool) -> None:
+    """Print a one-time sign-in link for the browser page (valid 30 minutes)."""
+    settings = settings_or_exit(config_path)
+
+    async def issue_link(a: Admin) -> str:
+        principal = await a._principal(workspace, "member", member_name)
+        return await logins.issue(a.store, a.clock, principal)
+
+    token = with_admin(config_path, issue_link)
+    link = login_url(settings.server.base_url(), token)
+    show(as_json, {"workspace": workspace, "member": member_name, "link": link}, link)

@@ -20,7 +20,7 @@ from adapters.http.client import Run as ClientRun
 from adapters.http.models import TaskOut
 from adapters.web.links import decision_url, inbox_url
 from bot.admin import Admin
-from bot.bootstrap import public_base
+from bot.cli.bootstrap import public_base
 from bot.cli.common import config_option, fail, settings_or_exit
 from bot.clock import SystemClock
 from bot.config import Settings

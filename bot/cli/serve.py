@@ -11,7 +11,7 @@ import click
 from aiohttp import web
 
 from adapters.http.app import build_app
-from bot.bootstrap import bootstrap, describe
+from bot.cli.bootstrap import bootstrap, describe
 from bot.cli.common import config_option, settings_or_exit
 from bot.config import Settings
 from bot.core import Core

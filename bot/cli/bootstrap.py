@@ -1,4 +1,4 @@
-"""The first start: a workspace, a person, an application and a way to sign in, at once.
+"""First start (part of the entry point): a workspace, a person and an agent token.
 
 On the first start (no `bootstrap` marker in meta) it creates the workspace, an admin member and
 an application token for agents, and prints the tokens once. Every start while
