@@ -150,6 +150,12 @@ class Admin:
         async with self.store.read() as tx:
             return await tx.principal_for_token(tokens.token_hash(token))
 
+    async def is_active(self, principal: Principal) -> bool:
+        """Whether the principal still holds a token that is not revoked (web sessions end
+        with the person's last token)."""
+        async with self.store.read() as tx:
+            return await tx.has_active_credential(principal.id)
+
     async def member_by_chat(
         self,
         *,

@@ -245,6 +245,14 @@ class SqlTx:
             workspace_id=row["workspace_id"],
         )
 
+    async def has_active_credential(self, principal_id: str) -> bool:
+        stmt = (
+            sa.select(CREDENTIAL.c.id)
+            .where(CREDENTIAL.c.principal_id == principal_id, CREDENTIAL.c.revoked_at.is_(None))
+            .limit(1)
+        )
+        return (await self.conn.execute(stmt)).first() is not None
+
     async def revoke_credentials(self, principal_id: str, at: datetime) -> int:
         result = await self.conn.execute(
             sa.update(CREDENTIAL)

@@ -214,6 +214,18 @@ async def test_sessions_are_signed_expire_and_end_on_sign_out(world: World) -> N
         assert (await get_text(client, f"{s.url}/inbox"))[0] == 303
 
 
+async def test_a_session_ends_when_the_persons_tokens_are_revoked(world: World) -> None:
+    async with site(world) as s, browserless() as client:
+        await sign_in(client, s.url, world.tokens["alice"])
+        assert (await get_text(client, f"{s.url}/inbox"))[0] == 200
+        await world.core.admin.rotate("acme", "member", "alice")  # a new token: still signed in
+        assert (await get_text(client, f"{s.url}/inbox"))[0] == 200
+        await world.core.admin.revoke("acme", "member", "alice")
+        assert (await get_text(client, f"{s.url}/inbox"))[0] == 303
+        async with client.get(f"{s.url}/web/stream") as response:
+            assert response.status == 401
+
+
 async def test_no_open_redirect_after_sign_in(world: World) -> None:
     async with site(world) as s, browserless() as client:
         async with client.get(f"{s.url}/login?next=//evil.example/") as page:

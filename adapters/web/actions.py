@@ -94,7 +94,7 @@ def _back(request: web.Request, form_next: str | None) -> str:
 
 async def decide(request: web.Request) -> web.Response:
     """POST /decisions/{run_id}/{key}/{action}: approve, deny, answer or decline."""
-    member = require_member(request)
+    member = await require_member(request)
     _, form = await checked_form(request)
     action = request.match_info["action"]
     run_id, key = request.match_info["run_id"], request.match_info["key"]
@@ -126,7 +126,7 @@ async def decide(request: web.Request) -> web.Response:
 
 async def run_action(request: web.Request) -> web.Response:
     """POST /runs/{run_id}/{action}: stop, retry or abandon."""
-    member = require_member(request)
+    member = await require_member(request)
     _, form = await checked_form(request)
     run_id, action = request.match_info["run_id"], request.match_info["action"]
     service = state(request).core.service

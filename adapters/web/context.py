@@ -111,9 +111,10 @@ def safe_next(value: object, default: str = "/inbox") -> str:
     return default
 
 
-def require_member(request: web.Request) -> Principal:
+async def require_member(request: web.Request) -> Principal:
+    """The signed-in person; a session ends as soon as all of the person's tokens are revoked."""
     member = member_of(request)
-    if member is None:
+    if member is None or not await state(request).core.admin.is_active(member):
         target = request.path_qs if request.method == "GET" else "/inbox"
         raise web.HTTPSeeOther(f"/login?next={quote(target, safe='')}")
     return member

@@ -59,7 +59,7 @@ async def _start(request: web.Request, content_type: str, name: str) -> web.Stre
 
 
 async def export_csv(request: web.Request) -> web.StreamResponse:
-    member = require_member(request)
+    member = await require_member(request)
     response = await _start(request, "text/csv; charset=utf-8", "decision-log.csv")
     buffer = io.StringIO()
     writer = csv.writer(buffer)
@@ -84,7 +84,7 @@ def _cell(value: object) -> str:
 
 
 async def export_json(request: web.Request) -> web.StreamResponse:
-    member = require_member(request)
+    member = await require_member(request)
     response = await _start(request, "application/json; charset=utf-8", "decision-log.json")
     await response.write(b"[")
     first = True

@@ -40,7 +40,7 @@ async def _pause(gate: asyncio.Event, stopping: asyncio.Event, timeout: float) -
 
 async def stream(request: web.Request) -> web.StreamResponse:
     member = member_of(request)
-    if member is None:
+    if member is None or not await state(request).core.admin.is_active(member):
         raise web.HTTPUnauthorized(text="unauthorized: sign in again")
     web_state = state(request)
     core = web_state.core

@@ -115,7 +115,7 @@ async def index(request: web.Request) -> web.Response:
 
 
 async def inbox(request: web.Request) -> web.Response:
-    member = require_member(request)
+    member = await require_member(request)
     cards = await inbox_cards(request, member)
     return page(request, "inbox.html", {"cards": cards, "keys": [c.ident for c in cards]})
 
@@ -130,7 +130,7 @@ async def inbox_fragment(request: web.Request) -> web.Response:
 
 
 async def decision(request: web.Request) -> web.Response:
-    member = require_member(request)
+    member = await require_member(request)
     run_id, key = request.match_info["run_id"], request.match_info["key"]
     core = state(request).core
     try:
@@ -166,7 +166,7 @@ def _compact(value: Any) -> str:
 
 
 async def runs(request: web.Request) -> web.Response:
-    member = require_member(request)
+    member = await require_member(request)
     core = state(request).core
     listed = await core.store.runs(member.workspace_id, limit=200)
     waiting = collections.Counter(
@@ -191,7 +191,7 @@ async def _feed(request: web.Request, run_id: str) -> tuple[list[Event], int]:
 
 
 async def run_page(request: web.Request) -> web.Response:
-    member = require_member(request)
+    member = await require_member(request)
     run_id = request.match_info["run_id"]
     core = state(request).core
     try:
@@ -266,7 +266,7 @@ def _summary(task: Task) -> str:
 
 
 async def history(request: web.Request) -> web.Response:
-    member = require_member(request)
+    member = await require_member(request)
     filters = history_filters(request)
     tasks = await ended_decisions(request, member, filters)
     async with state(request).core.store.read() as tx:
