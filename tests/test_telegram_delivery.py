@@ -17,6 +17,7 @@ from aiohttp import web
 from adapters.telegram import Limits, mount
 from bot.domain import OutboxItem
 from bot.masking import utf16_len
+from bot.service import CallSpec, RunSpec
 from store.sql import SqlStore
 from tests.conftest import drop_schema, make_store
 from tests.fakes.telegram_api import FakeTelegram
@@ -374,3 +375,72 @@ async def test_one_poller_among_instances_on_postgres(tmp_path: Path) -> None:
     finally:
         await store.close()
         await drop_schema(schema)
+
+
+async def test_digest_expand_and_endings(sqlite_store: SqlStore) -> None:
+    tuning = replace(FAST, coalesce_after=2)
+    limits = Limits(per_chat_interval=0.05, per_chat_burst=10)
+    async with tg_world(sqlite_store, tuning=tuning, limits=limits) as tg:
+        for key in ("k1", "k2", "k3", "k4"):
+            await tg.park(key)
+        await tg.flush()
+        assert len(tg.fake.sent) == 2  # the chat is busy: the rest wait for a digest
+        page = await tg.fake.wait_for(
+            lambda: next((m for m in tg.fake.sent if m.text.startswith("📥")), None)
+        )
+        assert page.text.startswith("📥 2 decisions waiting")
+        assert (
+            "1. ⏳ bash: make deploy k3" in page.text and "2. ⏳ bash: make deploy k4" in page.text
+        )
+        assert [b["text"] for b in page.buttons] == ["✅ 1", "❌ 1", "🔎 1", "✅ 2", "❌ 2", "🔎 2"]
+
+        assert (await tg.press(page, "🔎 1")).text == "Posted below"
+        (expanded,) = [
+            m for m in tg.fake.messages_in(GROUP) if m.text.startswith("🛂") and "k3" in m.text
+        ]
+        assert expanded.reply_to_message_id == page.message_id
+        assert (await tg.press(page, "🔎 1")).text == "It has a message of its own already"
+        assert (await tg.press(expanded, "Approve")).text == "✅ Approved"
+        await tg.flush()
+        assert tg.fake.messages[expanded.key].reply_markup is None
+        await tg.fake.wait_for(lambda: "1. ✅" in tg.fake.messages[page.key].text)
+        assert [b["text"] for b in tg.fake.messages[page.key].buttons] == ["✅ 2", "❌ 2", "🔎 2"]
+
+        await tg.service.deny(tg.carol, WS, tg.run_id, "k4", via="api")
+        await tg.flush()
+        await tg.fake.wait_for(
+            lambda: tg.fake.messages[page.key].text.startswith("📥 All 2 decisions settled")
+        )
+        final = tg.fake.messages[page.key]
+        assert (
+            final.reply_markup is None
+            and "2. ❌ bash: make deploy k4 — denied by carol" in final.text
+        )
+
+        async def done() -> bool:  # the page is finished in the store too
+            return not await tg.adapter.chats.digest_pages("telegram")
+
+        await tg.fake.wait_for(done)
+
+
+async def test_per_workspace_chats(sqlite_store: SqlStore) -> None:
+    other = -100999
+    async with fake_telegram() as fake:
+        fake.add_chat(other, "group", "Acme approvers")
+        settings = settings_for(fake, chat_id=None, workspace_chats={WS: other})
+        tg = await build_world(sqlite_store, fake, settings=settings)
+        try:
+            await tg.park("k1")
+            await tg.core.admin.create_workspace("beta")
+            beta = (await tg.core.admin.add_application("beta", "agent")).principal
+            run = await tg.service.declare_run(beta, "beta", RunSpec(approval_mode="ask"))
+            await tg.service.append(beta, "beta", run.id, CallSpec("bash", {"command": "b1"}))
+            await tg.flush()
+            assert [m.chat_id for m in fake.sent] == [other]  # beta has no chat: not shown
+            await tg.service.stop(beta, "beta", run.id)
+            await tg.service.approve(tg.alice, WS, tg.run_id, "k1", via="api")
+            await tg.flush()
+            assert fake.messages[(other, 1)].text.startswith("✅ Approved by alice")
+            assert await tg.store.outbox_backlog() == 0
+        finally:
+            await close_world(tg)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
@@ -11,7 +12,7 @@ import pytest
 
 from store.sql import SqlStore
 from tests.conftest import make_store
-from tests.telegram_harness import ALICE, GROUP, STRANGER, WS, TgWorld, tg_world
+from tests.telegram_harness import ALICE, GROUP, STRANGER, TOKEN, WS, TgWorld, tg_world
 
 
 @pytest.fixture(autouse=True)
@@ -242,3 +243,18 @@ async def test_whoami_tells_people_their_ids(tg: TgWorld) -> None:
         lambda: next((m for m in tg.fake.sent if "4242" in m.text), None)
     )
     assert str(GROUP) in reply.text and "--telegram-user-id 4242" in reply.text
+
+
+async def test_the_token_stays_out_of_logs(
+    sqlite_store: SqlStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    async with tg_world(sqlite_store, fake={"fault_rate": 0.5, "timeout_delay": 0.3}) as tg:
+        logging.getLogger("httpx").setLevel(logging.DEBUG)  # even if someone turns it up
+        await tg.park("k1")
+        for _ in range(10):
+            await tg.flush()
+            await tg.clock.advance(timedelta(seconds=400))
+        logging.getLogger("httpx").info("POST %s/sendMessage", tg.fake.base_url + TOKEN)
+    assert caplog.records and TOKEN not in caplog.text
+    assert "<redacted>" in caplog.text

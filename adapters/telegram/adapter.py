@@ -1,5 +1,6 @@
 """The Telegram adapter assembled: python-telegram-bot's Application, the notifier, the handlers,
-digests and pacing, with the small Telegram calls they share (send, edit, answer).
+digests and pacing, and what they share (the core's reads, rendering, button ids; the paced
+Telegram calls themselves are in calls.py).
 
 Built before the core (the core needs the notifier), bound to it after (`bind`), started after
 the HTTP server (webhook mode needs the route). Long polling is the default; in webhook mode
@@ -14,24 +15,19 @@ import contextlib
 import hmac
 import logging
 import re
-import warnings
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 from telegram import (
     CallbackQuery,
-    ForceReply,
     InlineKeyboardMarkup,
-    LinkPreviewOptions,
     Message,
-    ReplyParameters,
     Update,
 )
-from telegram.constants import ParseMode
-from telegram.error import BadRequest, InvalidToken, NetworkError, RetryAfter, TelegramError
+from telegram.error import InvalidToken, NetworkError, TelegramError
 from telegram.ext import (
     Application,
     ApplicationBuilder,
@@ -43,15 +39,15 @@ from telegram.ext import (
 )
 from telegram.request import HTTPXRequest
 
+from adapters.telegram.calls import TelegramCalls
 from adapters.telegram.digest import Digests
-from adapters.telegram.format import callback_id, card_html, esc, keyboard
+from adapters.telegram.format import callback_id, card_html, keyboard
 from adapters.telegram.handlers import Handlers
 from adapters.telegram.notifier import CHANNEL, TelegramNotifier
 from adapters.telegram.pacing import Limits, Pacer, is_group
 from adapters.web.links import decision_url, inbox_url
 from bot.config import ConfigError, Settings
 from bot.domain import Member, Principal, Run, Task
-from bot.masking import shorten
 from bot.ports import ChatCallback, ChatState, Versioned
 from bot.rendering import render_decision
 
@@ -65,7 +61,6 @@ WEBHOOK_PATH = "/telegram/webhook"
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 _SECRET_RE = re.compile(r"^[A-Za-z0-9_-]{1,256}$")
 _UPDATES = ["message", "callback_query"]
-T = TypeVar("T")
 ButtonId = tuple[str, str, int | None]  # task id, action, option
 
 
@@ -75,7 +70,7 @@ class Tuning:
 
     coalesce_after: int = 8  # messages to a group in the last minute before digests take over
     coalesce_after_private: int = 30  # the same for a person's private chat (1/s there)
-    max_post_wait: float = 2.5  # a post that would wait longer for its slot joins the digest
+    max_post_wait: float = 1.0  # a post that would wait longer for its slot joins the digest
     digest_page_size: int = 50
     digest_quiet: float = 1.0  # a digest page goes out once no decision joined for this long…
     digest_max_delay: float = 5.0  # …(looking at least this often while they keep coming)…
@@ -85,13 +80,6 @@ class Tuning:
     poll_timeout: float = 10.0
     election_interval: float = 5.0  # several instances: how often a standby tries to poll
     verify_tls: bool = True  # off only for a local fake Bot API in tests
-
-
-def retry_seconds(error: RetryAfter) -> float:
-    with warnings.catch_warnings():  # PTB 22 warns on reading an int; the value is what we need
-        warnings.simplefilter("ignore")
-        value: Any = error.retry_after
-    return value.total_seconds() if isinstance(value, timedelta) else float(value)
 
 
 @dataclass(frozen=True)
@@ -121,7 +109,7 @@ class _Redact(logging.Filter):
         return True
 
 
-class TelegramAdapter:
+class TelegramAdapter(TelegramCalls):
     def __init__(
         self,
         settings: Settings,
@@ -145,6 +133,11 @@ class TelegramAdapter:
             raise ConfigError(
                 "telegram.webhook_secret: webhook mode needs 1-256 characters of A-Z a-z 0-9 _ -"
             )
+        # Before PTB is built: it logs the API URL (with the token) at DEBUG when it is.
+        redact = _Redact(self._secrets)
+        for handler in logging.getLogger().handlers:
+            handler.addFilter(redact)
+        logging.getLogger("httpx").setLevel(logging.WARNING)  # it logs every URL at INFO
         self.notifier = TelegramNotifier(self)
         self.digests = Digests(self)
         self.handlers = Handlers(self)
@@ -200,10 +193,6 @@ class TelegramAdapter:
         return self._started and (updater is None or updater.running or standby)
 
     async def start(self) -> None:
-        redact = _Redact(self._secrets)
-        for handler in logging.getLogger().handlers:
-            handler.addFilter(redact)
-        logging.getLogger("httpx").setLevel(logging.WARNING)  # it logs every URL at INFO
         try:
             await self.application.initialize()
         except InvalidToken:
@@ -452,120 +441,6 @@ class TelegramAdapter:
         )
         await self.notifier.add_message(task.id, message.chat_id, sent)
         return True
-
-    # Telegram calls, paced -------------------------------------------------------------------
-    async def _paced(
-        self, chat_id: int, call: Callable[[], Awaitable[T]], max_wait: float | None, pace: bool
-    ) -> T:
-        for attempt in range(4):
-            if pace or attempt:
-                await self.pacer.acquire(chat_id, max_wait)
-            try:
-                return await call()
-            except RetryAfter as error:
-                seconds = retry_seconds(error)
-                self.retry_afters += 1
-                self.pacer.penalise(chat_id, seconds)
-                if attempt == 3 or (max_wait is not None and seconds > max_wait):
-                    raise
-        raise AssertionError("unreachable")
-
-    async def send(
-        self,
-        chat_id: int,
-        text: str,
-        *,
-        markup: InlineKeyboardMarkup | None = None,
-        reply_to: int | None = None,
-        force_reply: str | None = None,
-        max_wait: float | None = None,
-        pace: bool = True,
-    ) -> Message:
-        reply_markup: InlineKeyboardMarkup | ForceReply | None = markup
-        if force_reply is not None:
-            reply_markup = ForceReply(selective=True, input_field_placeholder=force_reply)
-        reply = (
-            ReplyParameters(message_id=reply_to, allow_sending_without_reply=True)
-            if reply_to is not None
-            else None
-        )
-        bot = self.application.bot
-
-        async def call() -> Message:
-            sent: Message = await bot.send_message(
-                chat_id,
-                text,
-                parse_mode=ParseMode.HTML,
-                reply_markup=reply_markup,
-                reply_parameters=reply,
-                link_preview_options=LinkPreviewOptions(is_disabled=True),
-            )
-            return sent
-
-        return await self._paced(chat_id, call, max_wait, pace)
-
-    async def edit(
-        self,
-        chat_id: int,
-        message_id: int,
-        text: str,
-        markup: InlineKeyboardMarkup | None,
-        *,
-        max_wait: float | None = None,
-        pace: bool = True,
-    ) -> bool:
-        """Edit a message; True if it shows `text` now. A message gone or no longer editable
-        is not an error worth retrying (False)."""
-        bot = self.application.bot
-
-        async def call() -> None:
-            await bot.edit_message_text(
-                text,
-                chat_id,
-                message_id,
-                parse_mode=ParseMode.HTML,
-                reply_markup=markup,
-                link_preview_options=LinkPreviewOptions(is_disabled=True),
-            )
-
-        try:
-            await self._paced(chat_id, call, max_wait, pace)
-        except BadRequest as error:
-            reason = str(error).lower()
-            if "not modified" in reason:
-                return True
-            if "message to edit not found" in reason or "can't be edited" in reason:
-                log.info("a decision message can no longer be edited (%s)", reason)
-                return False
-            raise
-        return True
-
-    async def answer(self, query: CallbackQuery, text: str, *, alert: bool = False) -> None:
-        """Answer a press (Telegram shows a spinner until then). Best effort: the decision is
-        made already, and a query is only answerable for a short while."""
-        for _ in range(2):
-            try:
-                await query.answer(text=shorten(text, 200) or None, show_alert=alert)
-                return
-            except BadRequest:
-                return  # too old or answered: nothing left to do
-            except RetryAfter as error:
-                await asyncio.sleep(min(retry_seconds(error), 2.0))
-            except NetworkError:
-                continue
-
-    async def reply(self, message: Message, text: str, *, html: bool = False) -> None:
-        if not text:
-            return
-        try:
-            await self.send(
-                message.chat_id,
-                text if html else esc(text),
-                reply_to=message.message_id,
-                max_wait=10.0,
-            )
-        except Exception as error:  # a notice only; never fail the update for it
-            log.info("could not reply in a chat (%s)", type(error).__name__)
 
 
 def _safe_exc_info(error: BaseException | None) -> Any:

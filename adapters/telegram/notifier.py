@@ -28,7 +28,7 @@ from bot.durations import format_duration
 from bot.ports import Versioned
 
 if TYPE_CHECKING:
-    from adapters.telegram.adapter import TelegramAdapter
+    from adapters.telegram.adapter import Rendered, TelegramAdapter
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +52,8 @@ class TelegramNotifier:
     async def deliver(self, item: OutboxItem, task: Task, run: Run) -> None:
         chat_id = self.adapter.chat_for(task.workspace_id)
         if chat_id is None:
+            if item.kind == "posted":  # remembered, so a chat configured later skips it too
+                await self.adapter.chats.swap_ref(CHANNEL, task.id, {"skipped": True}, 0)
             return  # no chat configured for this workspace: nothing to show
         if not self.adapter.running:
             raise NotYet("the Telegram adapter is not running")
@@ -122,9 +124,20 @@ class TelegramNotifier:
     # posting -----------------------------------------------------------------------------------
     async def post(self, task: Task, run: Run, chat_id: int) -> None:
         """Post the decision as the relay read it (an ending since then comes with its own
-        item, which waits for this post). The hot path: one read, one write to claim (with the
-        buttons' ids), the send, one write to record it."""
+        item, which waits for this post). The hot path: one write to claim (with the buttons'
+        ids), the send, one write to record it."""
         adapter = self.adapter
+        claim = {"post": time.time() + _CLAIM_SECONDS}
+        if not adapter.should_coalesce(chat_id):
+            # The usual case, a first delivery: claim by creating the record, in the same
+            # write as the buttons' ids; only if it exists already, look at it.
+            rendered = await adapter.prepare(task, run, frozenset())
+            claimed: dict[str, Any] = {"claims": claim}
+            if await adapter.chats.swap_ref(
+                CHANNEL, task.id, claimed, 0, rendered.callbacks, adapter.now()
+            ):
+                await self._send_post(task, chat_id, rendered, claimed, 1)
+                return
         for _ in range(10):
             ref = await self._ref(task.id)
             if ref.data.get("messages") or ref.data.get("digest"):
@@ -142,14 +155,19 @@ class TelegramNotifier:
                     return
                 continue
             rendered = await adapter.prepare(task, run, frozenset())
-            claims = {**ref.data.get("claims", {}), "post": time.time() + _CLAIM_SECONDS}
-            claimed = {**ref.data, "claims": claims}
+            claimed = {**ref.data, "claims": {**ref.data.get("claims", {}), **claim}}
             if await adapter.chats.swap_ref(
                 CHANNEL, task.id, claimed, ref.version, rendered.callbacks, adapter.now()
             ):
-                break
-        else:
-            raise NotYet("the delivery record kept changing")
+                await self._send_post(task, chat_id, rendered, claimed, ref.version + 1)
+                return
+        raise NotYet("the delivery record kept changing")
+
+    async def _send_post(
+        self, task: Task, chat_id: int, rendered: Rendered, claimed: dict[str, Any], version: int
+    ) -> None:
+        """Send the claimed post and record its message (releasing the claim on failure)."""
+        adapter = self.adapter
         adapter.remember(rendered.callbacks)
         try:
             message = await adapter.send(chat_id, rendered.text, markup=rendered.markup)
@@ -163,7 +181,7 @@ class TelegramNotifier:
 
         done = dict(claimed)
         record(done)
-        if not await adapter.chats.swap_ref(CHANNEL, task.id, done, ref.version + 1):
+        if not await adapter.chats.swap_ref(CHANNEL, task.id, done, version):
             await self._update(task.id, record)  # it changed meanwhile (a nudge's claim…)
 
     async def add_message(self, task_id: str, chat_id: int, message: Message) -> None:
@@ -180,6 +198,8 @@ class TelegramNotifier:
         adapter = self.adapter
         ref = await self._ref(task.id)
         data = ref.data
+        if data.get("skipped"):
+            return  # posted nowhere: its workspace had no chat then
         if not (data.get("messages") or data.get("digest")):
             # Not posted yet: its "posted" item (older, so normally first) is pending or in
             # flight. Come back after it: it may post the waiting view.
@@ -208,7 +228,9 @@ class TelegramNotifier:
         if not fresh.parked or fresh.deadline is None:
             return  # ended since the clock fired: the ending says it
         ref = await self._ref(task.id)
-        if not ref.data or "post" in ref.data.get("claims", {}):
+        if ref.data.get("skipped"):
+            return
+        if not (ref.data.get("messages") or ref.data.get("digest")):
             raise NotYet("the decision is not posted yet")
         chat_id = int(ref.data["chat_id"])
         key = str(seq)
