@@ -64,6 +64,7 @@ async def main(url: str, folder: Path, seed: int, drain: bool) -> None:
     alice = await admin._principal("acme", "member", "alice")
     agent = await admin._principal("acme", "application", "agent")
     core.start()
+    print("ready", flush=True)  # the test kills us only once we are working
     s = core.service
     if drain:
         while await store.count_parked() or await store.outbox_backlog():  # noqa: ASYNC110
