@@ -12,6 +12,7 @@ import logging
 from collections.abc import Mapping
 from datetime import timedelta
 
+from bot.background import BackgroundLoop
 from bot.clock import Clock
 from bot.metrics import NOTIFICATIONS
 from bot.ports import Notifier, Store
@@ -19,7 +20,9 @@ from bot.ports import Notifier, Store
 log = logging.getLogger(__name__)
 
 
-class OutboxRelay:
+class OutboxRelay(BackgroundLoop):
+    name = "approvalbot-relay"
+
     def __init__(
         self,
         store: Store,
@@ -39,7 +42,6 @@ class OutboxRelay:
         self.max_backoff = max_backoff
         self.poll = poll
         self._wake = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
 
     def wake(self) -> None:
         self._wake.set()
@@ -93,15 +95,3 @@ class OutboxRelay:
                 await asyncio.wait_for(self._wake.wait(), timeout=self.poll)
             except TimeoutError:
                 pass
-
-    def start(self) -> None:
-        self._task = asyncio.create_task(self._loop(), name="approvalbot-relay")
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None

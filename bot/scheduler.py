@@ -11,6 +11,7 @@ import asyncio
 import logging
 from datetime import timedelta
 
+from bot.background import BackgroundLoop
 from bot.clock import Clock
 from bot.service import ApprovalService
 
@@ -20,13 +21,14 @@ log = logging.getLogger(__name__)
 _IDLE_RECHECK = timedelta(seconds=5)
 
 
-class Scheduler:
+class Scheduler(BackgroundLoop):
+    name = "approvalbot-clock"
+
     def __init__(self, service: ApprovalService, clock: Clock, batch: int = 1000) -> None:
         self.service = service
         self.clock = clock
         self.batch = batch
         self._wake = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
         service.on_timers = self.wake
 
     def wake(self) -> None:
@@ -57,15 +59,3 @@ class Scheduler:
             now = self.clock.now()
             until = min(due, now + _IDLE_RECHECK) if due is not None else now + _IDLE_RECHECK
             await self.clock.sleep_until(until, self._wake)
-
-    def start(self) -> None:
-        self._task = asyncio.create_task(self._loop(), name="approvalbot-clock")
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
