@@ -14,8 +14,8 @@ from click.testing import CliRunner
 from adapters.http.app import build_app
 from adapters.http.client import Client
 from bot import logins
-from bot.cli.bootstrap import bootstrap, describe, public_base
 from bot.cli import main
+from bot.cli.bootstrap import bootstrap, describe, public_base
 from bot.cli.demo import DEMO_PROFILE, demo_token, run_demo
 from bot.clock import FakeClock
 from bot.config import Settings
