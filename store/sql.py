@@ -133,7 +133,9 @@ class SqlTx:
     """One transaction on one connection; implements bot.ports.Tx."""
 
     def __init__(self, conn: AsyncConnection | _InlineConnection, postgres: bool) -> None:
-        self.conn = conn
+        # Typed loosely on purpose: both connections answer `await execute(...)` with a result;
+        # a union here trips mypy 2.4 (an internal error on overloaded `execute`).
+        self.conn: Any = conn
         self.postgres = postgres
         self.notify_runs: set[str] = set()
 
