@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import secrets
+import time
 from dataclasses import dataclass
 
 from bot import errors, tokens
@@ -25,9 +26,14 @@ class Issued:
 
 
 class Admin:
-    def __init__(self, store: Store, clock: Clock) -> None:
+    def __init__(self, store: Store, clock: Clock, *, token_cache_seconds: float = 1.0) -> None:
         self.store = store
         self.clock = clock
+        # Bearer lookups are remembered briefly: at full load every request would otherwise
+        # open a read transaction just for this. Revocations in this process clear the cache
+        # at once; one made by another process (the admin CLI) takes effect within this time.
+        self._token_cache_seconds = token_cache_seconds
+        self._token_cache: dict[str, tuple[float, Principal]] = {}
 
     async def instance_secret(self) -> str:
         """A random secret made on first start; keys derived tokens (resolution, login links)."""
@@ -135,20 +141,33 @@ class Admin:
         async with self.store.write() as tx:
             await tx.revoke_credentials(principal.id, self.clock.now())
             await self._issue(tx, principal, token)
+        self._token_cache.clear()
         return Issued(principal, token)
 
     async def revoke(self, workspace_id: str, kind: str, name: str) -> int:
         principal = await self._principal(workspace_id, kind, name)
         async with self.store.write() as tx:
-            return await tx.revoke_credentials(principal.id, self.clock.now())
+            revoked = await tx.revoke_credentials(principal.id, self.clock.now())
+        self._token_cache.clear()
+        return revoked
 
     async def authenticate(self, token: str) -> Principal | None:
         """The principal a bearer token stands for, or None. Lookup is by SHA-256, so the
         comparison never touches the token itself."""
         if not token or len(token) > 200:
             return None
+        digest = tokens.token_hash(token)
+        now = time.monotonic()
+        cached = self._token_cache.get(digest)
+        if cached is not None and cached[0] > now:
+            return cached[1]
         async with self.store.read() as tx:
-            return await tx.principal_for_token(tokens.token_hash(token))
+            principal = await tx.principal_for_token(digest)
+        if principal is not None and self._token_cache_seconds > 0:
+            if len(self._token_cache) >= 10_000:
+                self._token_cache.clear()
+            self._token_cache[digest] = (now + self._token_cache_seconds, principal)
+        return principal
 
     async def is_active(self, principal: Principal) -> bool:
         """Whether the principal still holds a token that is not revoked (web sessions end
