@@ -588,7 +588,7 @@ class SqlTx:
         stmt = (
             sa.select(TIMER)
             .where(TIMER.c.done.is_(False), TIMER.c.due_at <= cv.ts(now))
-            .order_by(TIMER.c.due_at, TIMER.c.run_id)
+            .order_by(TIMER.c.due_at, TIMER.c.run_id)  # index order; groups a batch by run
             .limit(limit)
         )
         if self.postgres:

@@ -170,7 +170,8 @@ class DecisionLogRow(SQLModel, table=True):
 
 class TimerRow(SQLModel, table=True):
     __tablename__ = "timer"
-    __table_args__ = (sa.Index("ix_timer_due", "done", "due_at"),)
+    # (due_at, run_id) so the clock claims a batch in index order, grouped by run.
+    __table_args__ = (sa.Index("ix_timer_due_run", "done", "due_at", "run_id"),)
     id: str = Field(primary_key=True, max_length=60)
     task_id: str = Field(index=True, max_length=40)
     run_id: str = Field(max_length=40)
