@@ -117,3 +117,13 @@ def test_serve_reports_a_bad_config_without_a_traceback(tmp_path: Path) -> None:
     )  # fmt: skip
     assert done.returncode == 2
     assert "store.urll: unknown key" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_serve_refuses_the_slack_adapter_it_does_not_have(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text("[slack]\nenabled = true\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "bot.cli", "serve", "--config", str(path)],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2 and "slack.enabled" in done.stderr

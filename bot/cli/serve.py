@@ -12,7 +12,7 @@ from aiohttp import web
 
 from adapters.http.app import build_app
 from bot.cli.bootstrap import bootstrap, describe
-from bot.cli.common import config_option, settings_or_exit
+from bot.cli.common import config_option, fail, settings_or_exit
 from bot.config import Settings
 from bot.core import Core
 from store.migrate import upgrade
@@ -82,4 +82,7 @@ def serve(config_path: str | None) -> None:
     """Start the service: API, web page, enabled chat adapters and the clock."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     settings = settings_or_exit(config_path)
+    if settings.slack.enabled:
+        # Better to refuse than to run without the surface the operator asked for.
+        fail("configuration:\nslack.enabled: the Slack adapter is not built yet (docs/slack.md)")
     asyncio.run(serve_forever(settings))
