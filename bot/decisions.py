@@ -11,9 +11,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from bot import errors
-from bot.domain import LogEntry, NewEvent, OutboxItem, Task
+from bot.domain import LogEntry, NewEvent, OutboxItem, Principal, Run, Task
 from bot.errors import ApprovalError
 from bot.ports import Tx
+from bot.rules import tighten
 
 KEY_PATTERN = re.compile(r"^[A-Za-z0-9._:~-]{1,200}$")
 ORIGINS = ("model", "author", "kernel")
@@ -169,3 +170,94 @@ def check_answer(task: Task, content: Any) -> Any:
     if options is not None and content not in options:
         raise ApprovalError(errors.INVALID_OPTION, f"not an option: {content!r}", 422)
     return content
+
+
+def narrow(spec: RunSpec, base: Profile | None) -> Profile:
+    """Explicit fields over a profile (or parent run) may only tighten it."""
+    if base is None:
+        return Profile(
+            spec.approval_mode or "ask",
+            list(spec.approval_rules or []),
+            spec.tool_names,
+            dict(spec.aliases or {}),
+        )
+    mode, names = tighten(
+        base.approval_mode,  # type: ignore[arg-type]
+        frozenset(base.tool_names) if base.tool_names is not None else None,
+        spec.approval_mode,  # type: ignore[arg-type]
+        spec.tool_names,
+    )
+    extra = list(spec.approval_rules or [])
+    for index, rule in enumerate(extra):
+        if isinstance(rule, dict) and rule.get("verdict") == "allow":
+            raise ApprovalError(
+                errors.APPROVAL_WIDENING,
+                f"approval_rules[{index}]: an allow rule would widen the base policy",
+                422,
+            )
+    aliases = dict(base.aliases)
+    for alias, target in (spec.aliases or {}).items():
+        if aliases.get(alias, target) != target:
+            raise ApprovalError(
+                errors.APPROVAL_WIDENING, f"aliases.{alias}: conflicts with the base", 422
+            )
+        aliases[alias] = target
+    tool_names = sorted(names) if names is not None else None
+    return Profile(mode, list(base.approval_rules) + extra, tool_names, aliases)
+
+
+def attention_event(run_id: str, parked: list[tuple[str, str]]) -> NewEvent:
+    if any(state == "needs_approval" for _, state in parked):
+        reason = "approval_required"
+    elif parked:
+        reason = "awaiting_human"
+    else:
+        reason = "cleared"
+    keys = [key for key, _ in parked]
+    return NewEvent(run_id, "attention_required", {"reason": reason, "blocked_task_keys": keys})
+
+
+def work_available(task: Task) -> NewEvent:
+    data = {
+        "executor_id": task.addressee,
+        "run_id": task.run_id,
+        "key": task.key,
+        "kind": "ask" if task.kind == "ask" else "approval",
+    }
+    return NewEvent(task.run_id, "work_available", data, executor_id=task.addressee)
+
+
+def settled_event(task: Task) -> NewEvent:
+    return NewEvent(
+        task.run_id,
+        "task_settled",
+        {
+            "key": task.key,
+            "state": task.state,
+            "error": task.error,
+            "resolved_by": task.resolved_by,
+            "via": task.via,
+            "resolution": task.resolution,
+        },
+    )
+
+
+def log_entry(
+    run: Run,
+    task: Task | None,
+    action: str,
+    principal: Principal | None,
+    via: str,
+    detail: dict[str, Any] | None = None,
+    at: datetime | None = None,
+) -> LogEntry:
+    return LogEntry(
+        workspace_id=run.workspace_id,
+        action=action,
+        actor=principal.name if principal else via,
+        via=via,
+        at=at or (task.decided_at or task.created_at if task else run.created_at),
+        run_id=run.id,
+        task_key=task.key if task else None,
+        detail=detail or {},
+    )

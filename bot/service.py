@@ -29,11 +29,16 @@ from bot.decisions import (
     RunSpec,
     Writes,
     already_decided,
+    attention_event,
     check_answer,
     check_question,
     ending_word,
     invalid,
+    log_entry,
+    narrow,
     not_found,
+    settled_event,
+    work_available,
 )
 from bot.domain import (
     ASK_TOOL,
@@ -196,40 +201,6 @@ class ApprovalService:
             raise ApprovalError(errors.UNKNOWN_PROFILE, f"no profile named {spec.profile!r}", 422)
         return profile
 
-    @staticmethod
-    def _narrow(spec: RunSpec, base: Profile | None) -> Profile:
-        """Explicit fields over a profile (or parent run) may only tighten it."""
-        if base is None:
-            return Profile(
-                spec.approval_mode or "ask",
-                list(spec.approval_rules or []),
-                spec.tool_names,
-                dict(spec.aliases or {}),
-            )
-        mode, names = tighten(
-            base.approval_mode,  # type: ignore[arg-type]
-            frozenset(base.tool_names) if base.tool_names is not None else None,
-            spec.approval_mode,  # type: ignore[arg-type]
-            spec.tool_names,
-        )
-        extra = list(spec.approval_rules or [])
-        for index, rule in enumerate(extra):
-            if isinstance(rule, dict) and rule.get("verdict") == "allow":
-                raise ApprovalError(
-                    errors.APPROVAL_WIDENING,
-                    f"approval_rules[{index}]: an allow rule would widen the base policy",
-                    422,
-                )
-        aliases = dict(base.aliases)
-        for alias, target in (spec.aliases or {}).items():
-            if aliases.get(alias, target) != target:
-                raise ApprovalError(
-                    errors.APPROVAL_WIDENING, f"aliases.{alias}: conflicts with the base", 422
-                )
-            aliases[alias] = target
-        tool_names = sorted(names) if names is not None else None
-        return Profile(mode, list(base.approval_rules) + extra, tool_names, aliases)
-
     async def declare_run(self, principal: Principal, workspace_id: str, spec: RunSpec) -> Run:
         self._check_workspace(principal, workspace_id)
         if spec.approval_mode is not None and spec.approval_mode not in MODES:
@@ -238,7 +209,7 @@ class ApprovalService:
             parent = None
             if spec.parent_run is not None:
                 parent = await self._run(tx, workspace_id, spec.parent_run)
-            declared = self._narrow(spec, self._base(spec, parent))
+            declared = narrow(spec, self._base(spec, parent))
             policy = compile_policy(declared.approval_rules, declared.aliases)
             if spec.executor_id is not None:
                 executor = await tx.get_executor(spec.executor_id)
@@ -260,7 +231,7 @@ class ApprovalService:
                 parent_run=spec.parent_run,
             )
             await tx.insert_run(run)
-            await tx.add_log([self._log(run, None, "run_declared", principal, "api")])
+            await tx.add_log([log_entry(run, None, "run_declared", principal, "api")])
         self._policies[run.id] = policy
         self._remember(replace(run))
         return run
@@ -357,10 +328,10 @@ class ApprovalService:
             if task.parked:
                 await self._record_park(tx, run, task, principal, via)
             else:
-                await tx.add_events([self._settled_event(task)], now)
+                await tx.add_events([settled_event(task)], now)
                 action = {"granted": "granted", "failed": "refused"}[task.state]
                 detail = {"why": task.why, "error": task.error, "matched": task.matched}
-                await tx.add_log([self._log(run, task, action, principal, task.via or via, detail)])
+                await tx.add_log([log_entry(run, task, action, principal, task.via or via, detail)])
         APPENDS.labels(outcome=task.state).inc()
         self._after_commit(run, timers=task.parked, outbox=task.parked and bool(self.channels))
         return Receipt(task, token)
@@ -420,54 +391,18 @@ class ApprovalService:
             )
         events = [first, await self._attention(tx, run.id)]
         if task.addressee:
-            events.append(self._work_available(task))
+            events.append(work_available(task))
         await tx.add_events(events, now)
         action = "asked" if task.kind == "ask" else "parked"
         detail = {"why": task.why, "deadline": task.deadline.isoformat(), "matched": task.matched}
-        await tx.add_log([self._log(run, task, action, principal, via, detail)])
+        await tx.add_log([log_entry(run, task, action, principal, via, detail)])
         await tx.add_timers(self._timers(task))
         if task.resolution_token_hash is None:
             await tx.add_outbox(self._outbox(task, "posted", now))
 
     async def _attention(self, tx: Tx, run_id: str) -> NewEvent:
         """`attention_required` naming every task of the run now resting on a person."""
-        return self._attention_event(run_id, await tx.parked_keys(run_id))
-
-    @staticmethod
-    def _attention_event(run_id: str, parked: list[tuple[str, str]]) -> NewEvent:
-        if any(state == "needs_approval" for _, state in parked):
-            reason = "approval_required"
-        elif parked:
-            reason = "awaiting_human"
-        else:
-            reason = "cleared"
-        keys = [key for key, _ in parked]
-        return NewEvent(run_id, "attention_required", {"reason": reason, "blocked_task_keys": keys})
-
-    @staticmethod
-    def _work_available(task: Task) -> NewEvent:
-        data = {
-            "executor_id": task.addressee,
-            "run_id": task.run_id,
-            "key": task.key,
-            "kind": "ask" if task.kind == "ask" else "approval",
-        }
-        return NewEvent(task.run_id, "work_available", data, executor_id=task.addressee)
-
-    @staticmethod
-    def _settled_event(task: Task) -> NewEvent:
-        return NewEvent(
-            task.run_id,
-            "task_settled",
-            {
-                "key": task.key,
-                "state": task.state,
-                "error": task.error,
-                "resolved_by": task.resolved_by,
-                "via": task.via,
-                "resolution": task.resolution,
-            },
-        )
+        return attention_event(run_id, await tx.parked_keys(run_id))
 
     def _timers(self, task: Task) -> list[Timer]:
         assert task.deadline is not None
@@ -497,27 +432,6 @@ class ApprovalService:
             )
             for channel in self.channels
         ]
-
-    @staticmethod
-    def _log(
-        run: Run,
-        task: Task | None,
-        action: str,
-        principal: Principal | None,
-        via: str,
-        detail: dict[str, Any] | None = None,
-        at: datetime | None = None,
-    ) -> LogEntry:
-        return LogEntry(
-            workspace_id=run.workspace_id,
-            action=action,
-            actor=principal.name if principal else via,
-            via=via,
-            at=at or (task.decided_at or task.created_at if task else run.created_at),
-            run_id=run.id,
-            task_key=task.key if task else None,
-            detail=detail or {},
-        )
 
     def _after_commit(self, run: Run, *, timers: bool = False, outbox: bool = False) -> None:
         self.hub.notify_run(run.workspace_id, run.id)
@@ -564,8 +478,8 @@ class ApprovalService:
         detail: dict[str, Any] | None,
         writes: Writes,
     ) -> None:
-        writes.events.append(self._settled_event(ended))
-        writes.log.append(self._log(run, ended, action, principal, ending.via, detail, ending.at))
+        writes.events.append(settled_event(ended))
+        writes.log.append(log_entry(run, ended, action, principal, ending.via, detail, ending.at))
         if ended.resolution_token_hash is None:
             writes.outbox.extend(self._outbox(ended, "ended", ending.at))
         DECISIONS.labels(outcome=ended.state, via=ending.via).inc()
@@ -633,7 +547,7 @@ class ApprovalService:
                 raise already_decided(await tx.get_task_by_id(task.id) or task) from None
             if verdict == "approve":
                 if count < task.required_approvals:
-                    await tx.add_log([self._log(run, task, "reviewed", principal, via, at=now)])
+                    await tx.add_log([log_entry(run, task, "reviewed", principal, via, at=now)])
                     return task
                 ending = Ending("granted", now, principal.name, via)
                 ended = await self._end(tx, run, task, ending, "approved", principal)
@@ -737,7 +651,7 @@ class ApprovalService:
                 await self._end(tx, run, task, ending, "cancelled", principal)
             data = {"by": principal.name, "via": via, "action": action}
             await tx.add_events([NewEvent(run.id, "run_stopped", data)], now)
-            await tx.add_log([self._log(run, None, f"run_{action}", principal, via, at=now)])
+            await tx.add_log([log_entry(run, None, f"run_{action}", principal, via, at=now)])
             run.state = "stopped"
         self._after_commit(run, outbox=bool(self.channels))
         return run
@@ -765,7 +679,7 @@ class ApprovalService:
                 await tx.insert_task(task)
                 await self._record_park(tx, run, task, principal, via)
             await tx.add_events([NewEvent(run.id, "run_resumed", {"by": principal.name})], now)
-            await tx.add_log([self._log(run, None, "run_retried", principal, via, at=now)])
+            await tx.add_log([log_entry(run, None, "run_retried", principal, via, at=now)])
         self._after_commit(run, timers=True, outbox=bool(self.channels))
         return run
 
@@ -864,7 +778,7 @@ class ApprovalService:
             await self._expire(tx, touched, expiring, now, writes)
             # One attention_required per run for the whole batch, not one per ending.
             for run_id, parked in (await tx.parked_keys_of(list(touched))).items():
-                writes.events.append(self._attention_event(run_id, parked))
+                writes.events.append(attention_event(run_id, parked))
             await writes.flush(tx, now)
         outbox = bool(writes.outbox)
         for run in touched.values():
@@ -879,8 +793,8 @@ class ApprovalService:
         data = {"key": task.key, "deadline": task.deadline.isoformat(), "remaining": remaining}
         writes.events.append(NewEvent(run.id, "nudge", data))
         if task.addressee:
-            writes.events.append(self._work_available(task))
-        writes.log.append(self._log(run, task, "nudged", None, "clock", data, at=now))
+            writes.events.append(work_available(task))
+        writes.log.append(log_entry(run, task, "nudged", None, "clock", data, at=now))
         if task.resolution_token_hash is None:
             payload = {"remaining": remaining, "seq": timer.seq}
             writes.outbox.extend(self._outbox(task, "nudge", now, f":{timer.seq}", payload))
@@ -913,4 +827,4 @@ class ApprovalService:
                     run.state = "held"
                     data = {"reason": code, "task_key": ended.key}
                     writes.events.append(NewEvent(run.id, "run_held", data))
-                    writes.log.append(self._log(run, ended, "run_held", None, "clock", data, now))
+                    writes.log.append(log_entry(run, ended, "run_held", None, "clock", data, now))
