@@ -29,6 +29,18 @@ class EventHub:
     def notify_run(self, workspace_id: str, run_id: str) -> None:
         self.notify((run_topic(run_id), workspace_topic(workspace_id), ANY))
 
+    @staticmethod
+    async def wait_either(gate: asyncio.Event, stopping: asyncio.Event, timeout: float) -> None:
+        """Until there is news (`gate`), the service stops (`stopping`), or `timeout` passes."""
+        waits = [asyncio.ensure_future(gate.wait()), asyncio.ensure_future(stopping.wait())]
+        try:
+            await asyncio.wait(
+                waits, timeout=max(0.0, timeout), return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            for wait in waits:
+                wait.cancel()
+
     async def wait(self, gate: asyncio.Event, timeout: float) -> bool:
         try:
             await asyncio.wait_for(gate.wait(), timeout=max(0.0, timeout))

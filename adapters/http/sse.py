@@ -43,15 +43,6 @@ def frame(event_id: int, name: str, data: object) -> bytes:
     return f"id: {event_id}\nevent: {name}\ndata: {dumps(data)}\n\n".encode()
 
 
-async def _wait(gate: asyncio.Event, closing: asyncio.Event, timeout: float) -> None:
-    waiters = [asyncio.ensure_future(gate.wait()), asyncio.ensure_future(closing.wait())]
-    try:
-        await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for waiter in waiters:
-            waiter.cancel()
-
-
 async def stream(
     request: web.Request,
     hub: EventHub,
@@ -92,7 +83,7 @@ async def stream(
                 quiet_since = loop.time()
             if events:
                 continue  # there may be more than one page: read again before waiting
-            await _wait(gate, closing, RECHECK)
+            await EventHub.wait_either(gate, closing, RECHECK)
     return response
 
 

@@ -9,13 +9,12 @@ ended elsewhere.
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 from aiohttp import web
 
 from adapters.web.context import member_of, state
-from bot.events import workspace_topic
+from bot.events import EventHub, workspace_topic
 
 # Re-read at least this often without a wake-up: other processes writing the same SQLite file
 # (the CLI) cannot wake this one. PostgreSQL instances wake each other (LISTEN/NOTIFY).
@@ -26,16 +25,6 @@ HEARTBEAT_SECONDS = 15.0  # a comment line now and then finds connections that w
 
 def sse(event: str, data: object) -> bytes:
     return f"event: {event}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
-
-
-async def _pause(gate: asyncio.Event, stopping: asyncio.Event, timeout: float) -> None:
-    """Until the workspace has news, the service shuts down, or `timeout` passes."""
-    waits = [asyncio.ensure_future(gate.wait()), asyncio.ensure_future(stopping.wait())]
-    try:
-        await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for wait in waits:
-            wait.cancel()
 
 
 async def stream(request: web.Request) -> web.StreamResponse:
@@ -70,7 +59,7 @@ async def stream(request: web.Request) -> web.StreamResponse:
             elif quiet >= HEARTBEAT_SECONDS:
                 await response.write(b": keep-alive\n\n")
                 quiet = 0.0
-            await _pause(gate, web_state.stopping, recheck)
+            await EventHub.wait_either(gate, web_state.stopping, recheck)
             quiet += recheck
     except (ConnectionResetError, ConnectionError):
         pass  # the page went away
