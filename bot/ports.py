@@ -24,6 +24,7 @@ from bot.domain import (
     OutboxItem,
     Principal,
     Run,
+    RunState,
     Task,
     TaskState,
     Timer,
@@ -79,7 +80,7 @@ class Tx(Protocol):
 
     async def get_run_state(
         self, run_id: str, *, for_update: bool = False
-    ) -> tuple[str, str | None] | None:
+    ) -> tuple[RunState, str | None] | None:
         """(state, held_task_key): the only parts of a run that change after creation."""
         ...
 

@@ -131,7 +131,7 @@ class ApprovalService:
                 self._remember(run)
         else:
             state = await tx.get_run_state(run_id, for_update=lock)
-            run = None if state is None else replace(frozen, state=state[0], held_task_key=state[1])  # type: ignore[arg-type]
+            run = None if state is None else replace(frozen, state=state[0], held_task_key=state[1])
         if run is None or run.workspace_id != workspace_id:
             raise not_found("run")
         return run

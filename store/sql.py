@@ -34,6 +34,7 @@ from bot.domain import (
     OutboxItem,
     Principal,
     Run,
+    RunState,
     Task,
     TaskState,
     Timer,
@@ -317,7 +318,7 @@ class SqlTx:
 
     async def get_run_state(
         self, run_id: str, *, for_update: bool = False
-    ) -> tuple[str, str | None] | None:
+    ) -> tuple[RunState, str | None] | None:
         stmt = sa.select(RUN.c.state, RUN.c.held_task_key).where(RUN.c.id == run_id)
         if for_update and self.postgres:
             stmt = stmt.with_for_update()
