@@ -399,25 +399,14 @@ class SqlTx:
     async def end_task(
         self, task_id: str, from_states: Sequence[TaskState], ending: Ending
     ) -> Task | None:
-        row = await self._one(
-            sa.update(TASK)
-            .where(TASK.c.id == task_id, TASK.c.state.in_(list(from_states)))
-            .values(
-                state=ending.state,
-                decided_at=cv.ts(ending.at),
-                resolved_by=ending.resolved_by,
-                via=ending.via,
-                error=ending.error,
-                resolution=ending.resolution,
-            )
-            .returning(*TASK.c)
-        )
-        return cv.task(row) if row else None
+        ended = await self.end_tasks([task_id], from_states, ending)
+        return ended[0] if ended else None
 
     async def end_tasks(
         self, task_ids: Sequence[str], from_states: Sequence[TaskState], ending: Ending
     ) -> list[Task]:
-        """The set-based compare-and-set: ends those of `task_ids` still in `from_states`."""
+        """The compare-and-set of every ending: ends those of `task_ids` still in
+        `from_states` and returns them; any other writer's ending already stands."""
         if not task_ids:
             return []
         rows = await self._all(
