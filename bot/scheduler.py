@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from bot.background import BackgroundLoop
 from bot.clock import Clock
@@ -19,6 +19,9 @@ log = logging.getLogger(__name__)
 
 # Rows due in another instance's write (SQLite shared file, PostgreSQL) are seen within this.
 _IDLE_RECHECK = timedelta(seconds=5)
+# Fired timers and delivered notifications are kept this long (for inspection), then dropped.
+RETENTION = timedelta(days=7)
+_PURGE_EVERY = timedelta(hours=1)
 
 
 class Scheduler(BackgroundLoop):
@@ -29,6 +32,7 @@ class Scheduler(BackgroundLoop):
         self.clock = clock
         self.batch = batch
         self._wake = asyncio.Event()
+        self._next_purge: datetime | None = None
         service.on_timers = self.wake
 
     def wake(self) -> None:
@@ -41,7 +45,12 @@ class Scheduler(BackgroundLoop):
             fired = await self.service.fire_due(self.batch)
             total += fired
             if fired < self.batch:
-                return total
+                break
+        now = self.clock.now()
+        if self._next_purge is None or now >= self._next_purge:
+            await self.service.store.purge(now - RETENTION)
+            self._next_purge = now + _PURGE_EVERY
+        return total
 
     async def _loop(self) -> None:
         while True:

@@ -796,6 +796,21 @@ class SqlStore:
                 .values(next_attempt_at=cv.ts(next_at), lease_until=0.0, last_error=error[:500])
             )
 
+    async def purge(self, before: datetime) -> int:
+        """Drop bookkeeping nobody reads again: fired timers and delivered notifications
+        older than `before`. Tasks, events and the decision log (the audit trail) stay."""
+        cutoff = cv.ts(before)
+        async with self.write() as tx:
+            timers = await tx.conn.execute(
+                sa.delete(TIMER).where(TIMER.c.done.is_(True), TIMER.c.due_at < cutoff)
+            )
+            sent = await tx.conn.execute(
+                sa.delete(OUTBOX).where(
+                    OUTBOX.c.delivered_at.is_not(None), OUTBOX.c.delivered_at < cutoff
+                )
+            )
+        return int(timers.rowcount) + int(sent.rowcount)
+
     async def outbox_backlog(self) -> int:
         stmt = sa.select(sa.func.count()).select_from(OUTBOX).where(OUTBOX.c.delivered_at.is_(None))
         return int(await self._scalar(stmt))

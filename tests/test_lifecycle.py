@@ -6,9 +6,11 @@ import asyncio
 from datetime import timedelta
 
 import pytest
+import sqlalchemy as sa
 
 from bot.errors import ApprovalError
 from bot.service import CallSpec, RunSpec
+from store.sql import OUTBOX, TIMER
 from tests.conftest import World
 
 WS = "acme"
@@ -391,3 +393,29 @@ async def test_clock_loop_fires_when_time_moves(world: World) -> None:
         assert world.notifier.kinds("k1") == ["posted", "ended"]
     finally:
         await world.core.stop()
+
+
+async def test_old_bookkeeping_is_purged_but_the_audit_trail_stays(world: World) -> None:
+    s = world.core.service
+    store = world.core.store
+    run_id = await run_of(world)
+    await park(world, run_id)
+    await s.approve(world.alice, WS, run_id, "k1")
+    await world.core.relay.run_once()
+    await world.clock.advance(timedelta(days=2))
+    await world.core.scheduler.run_once()  # the deadline fires into nothing; purge runs
+    log_before = len(await store.log_entries(WS))
+    events_before = len(await s.events_after(run_id, 0))
+    async with store.read() as tx:
+        outbox = (await tx.conn.execute(sa.select(sa.func.count()).select_from(OUTBOX))).scalar()
+        timers = (await tx.conn.execute(sa.select(sa.func.count()).select_from(TIMER))).scalar()
+    assert outbox == 2 and timers == 3  # younger than the retention: kept
+    await world.clock.advance(timedelta(days=8))
+    await world.core.scheduler.run_once()
+    async with store.read() as tx:
+        outbox = (await tx.conn.execute(sa.select(sa.func.count()).select_from(OUTBOX))).scalar()
+        timers = (await tx.conn.execute(sa.select(sa.func.count()).select_from(TIMER))).scalar()
+    assert (outbox, timers) == (0, 0)
+    assert len(await store.log_entries(WS)) == log_before
+    assert len(await s.events_after(run_id, 0)) == events_before
+    assert (await s.get_task(world.alice, WS, run_id, "k1")).state == "granted"
