@@ -122,7 +122,8 @@ class Admin:
             at=self.clock.now(),
         )
 
-    async def _principal(self, workspace_id: str, kind: str, name: str) -> Principal:
+    async def principal(self, workspace_id: str, kind: str, name: str) -> Principal:
+        """The member or application of that name; `not_found` when there is none."""
         async with self.store.read() as tx:
             if kind == "member":
                 member = await tx.find_member(workspace_id, name=name)
@@ -136,7 +137,7 @@ class Admin:
 
     async def rotate(self, workspace_id: str, kind: str, name: str) -> Issued:
         """Revoke every token of the member/application and issue a new one."""
-        principal = await self._principal(workspace_id, kind, name)
+        principal = await self.principal(workspace_id, kind, name)
         token = tokens.new_token(principal.kind)
         async with self.store.write() as tx:
             await tx.revoke_credentials(principal.id, self.clock.now())
@@ -145,7 +146,7 @@ class Admin:
         return Issued(principal, token)
 
     async def revoke(self, workspace_id: str, kind: str, name: str) -> int:
-        principal = await self._principal(workspace_id, kind, name)
+        principal = await self.principal(workspace_id, kind, name)
         async with self.store.write() as tx:
             revoked = await tx.revoke_credentials(principal.id, self.clock.now())
         self._token_cache.clear()

@@ -16,6 +16,7 @@ from bot.core import Core
 from bot.domain import OutboxItem, Principal, Run, Task
 from store.migrate import upgrade
 from store.sql import SqlStore
+from tests.telegram_harness import TgWorld, tg_world
 
 PG_URL = os.environ.get("APPROVALBOT_TEST_POSTGRES_URL")
 PG_SKIP = "APPROVALBOT_TEST_POSTGRES_URL is not set: PostgreSQL tests skipped (CI sets it)"
@@ -123,3 +124,23 @@ async def make_world(store: SqlStore, settings: Settings | None = None) -> World
 @pytest.fixture
 async def world(store: SqlStore) -> World:
     return await make_world(store)
+
+
+# Telegram adapter tests -------------------------------------------------------------------------
+@pytest.fixture
+def ptb_timedelta(monkeypatch: pytest.MonkeyPatch) -> None:
+    """python-telegram-bot's RetryAfter.retry_after as a timedelta (its coming default)."""
+    monkeypatch.setenv("PTB_TIMEDELTA", "true")
+
+
+@pytest.fixture
+async def sqlite_store(tmp_path: object) -> AsyncIterator[SqlStore]:
+    store, _ = await make_store("sqlite", tmp_path)
+    yield store
+    await store.close()
+
+
+@pytest.fixture
+async def tg(sqlite_store: SqlStore, ptb_timedelta: None) -> AsyncIterator[TgWorld]:
+    async with tg_world(sqlite_store) as world:
+        yield world

@@ -61,8 +61,8 @@ async def main(url: str, folder: Path, seed: int, drain: bool) -> None:
         await admin.add_application("acme", "agent")
     except ApprovalError:
         pass  # made by an earlier life of this process
-    alice = await admin._principal("acme", "member", "alice")
-    agent = await admin._principal("acme", "application", "agent")
+    alice = await admin.principal("acme", "member", "alice")
+    agent = await admin.principal("acme", "application", "agent")
     core.start()
     print("ready", flush=True)  # the test kills us only once we are working
     s = core.service

@@ -162,7 +162,7 @@ async def build_world(
     else:
         alice = await core.admin.member_by_chat(telegram_user_id=ALICE, workspace_id=WS)  # type: ignore[assignment]
         carol = await core.admin.member_by_chat(telegram_user_id=CAROL, workspace_id=WS)  # type: ignore[assignment]
-        agent = await core.admin._principal(WS, "application", "agent")
+        agent = await core.admin.principal(WS, "application", "agent")
         run_id = (await store.runs(WS))[0].id
     await adapter.start()
     return TgWorld(fake, store, core, clock, adapter, alice, carol, agent, run_id)

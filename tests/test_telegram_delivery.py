@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import re
 import socket
-from collections.abc import AsyncIterator
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
@@ -34,23 +33,7 @@ from tests.telegram_harness import (
     tg_world,
 )
 
-
-@pytest.fixture(autouse=True)
-def _retry_after_as_timedelta(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PTB_TIMEDELTA", "true")
-
-
-@pytest.fixture
-async def sqlite_store(tmp_path: Path) -> AsyncIterator[SqlStore]:
-    store, _ = await make_store("sqlite", tmp_path)
-    yield store
-    await store.close()
-
-
-@pytest.fixture
-async def tg(sqlite_store: SqlStore) -> AsyncIterator[TgWorld]:
-    async with tg_world(sqlite_store) as world:
-        yield world
+pytestmark = pytest.mark.usefixtures("ptb_timedelta")
 
 
 def mentions(text: str, key: str) -> bool:

@@ -4,33 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 
 from store.sql import SqlStore
-from tests.conftest import make_store
 from tests.telegram_harness import ALICE, GROUP, STRANGER, TOKEN, WS, TgWorld, tg_world
 
-
-@pytest.fixture(autouse=True)
-def _retry_after_as_timedelta(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PTB_TIMEDELTA", "true")
-
-
-@pytest.fixture
-async def sqlite_store(tmp_path: Path) -> AsyncIterator[SqlStore]:
-    store, _ = await make_store("sqlite", tmp_path)
-    yield store
-    await store.close()
-
-
-@pytest.fixture
-async def tg(sqlite_store: SqlStore) -> AsyncIterator[TgWorld]:
-    async with tg_world(sqlite_store) as world:
-        yield world
+pytestmark = pytest.mark.usefixtures("ptb_timedelta")
 
 
 def buttons(message: object) -> list[str]:

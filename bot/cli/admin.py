@@ -199,7 +199,7 @@ def login_link(workspace: str, member_name: str, config_path: str | None, as_jso
     settings = settings_or_exit(config_path)
 
     async def issue_link(a: Admin) -> str:
-        principal = await a._principal(workspace, "member", member_name)
+        principal = await a.principal(workspace, "member", member_name)
         return await logins.issue(a.store, a.clock, principal)
 
     token = with_admin(config_path, issue_link)
