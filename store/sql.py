@@ -9,7 +9,8 @@ exactly one of any number of concurrent writers through.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+import sqlite3
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Any
@@ -42,6 +43,8 @@ from bot.domain import (
 )
 from bot.ports import DuplicateKey
 from store import convert as cv
+from store import prepared
+from store.prepared import Prepared
 from store.tables import (
     ApplicationRow,
     CredentialRow,
@@ -74,12 +77,33 @@ OUTBOX = OutboxRow.__table__  # type: ignore[attr-defined]
 
 NOTIFY_CHANNEL = "approvalbot_events"
 
-_RESERVE_SEQ = (
+# The statements every append runs (store/prepared.py).
+_RUN_STATE = sa.select(RUN.c.state, RUN.c.held_task_key).where(RUN.c.id == sa.bindparam("run"))
+_RUN_STATE_Q = {False: Prepared(_RUN_STATE), True: Prepared(_RUN_STATE.with_for_update())}
+_RUN = sa.select(RUN).where(RUN.c.id == sa.bindparam("run"))
+_RUN_Q = {False: Prepared(_RUN), True: Prepared(_RUN.with_for_update())}
+_TASK_BY_KEY = Prepared(
+    sa.select(TASK).where(TASK.c.run_id == sa.bindparam("run"), TASK.c.key == sa.bindparam("key"))
+)
+_PARKED_KEYS = Prepared(
+    sa.select(TASK.c.key, TASK.c.state)
+    .where(
+        TASK.c.run_id == sa.bindparam("run"),
+        TASK.c.state.in_([sa.bindparam(f"parked{i}", s) for i, s in enumerate(PARKED_STATES)]),
+    )
+    .order_by(TASK.c.created_at, TASK.c.id)
+)
+_RESERVE_SEQ = Prepared(
     sa.update(RUN)
     .where(RUN.c.id == sa.bindparam("run"))
     .values(event_seq=RUN.c.event_seq + sa.bindparam("n"))
     .returning(RUN.c.id, RUN.c.event_seq, RUN.c.workspace_id)
 )
+_INSERT_TASK = prepared.insert(TASK)
+_INSERT_EVENT = prepared.insert(EVENT, skip=("id",))
+_INSERT_LOG = prepared.insert(LOG, skip=("id",))
+_INSERT_TIMER = prepared.insert(TIMER)
+_INSERT_OUTBOX = prepared.insert(OUTBOX)
 
 
 def _sqlite_setup(engine: Engine, busy_ms: int) -> None:
@@ -130,14 +154,30 @@ class _InlineConnection:
         return self.sync.execute(statement, parameters)
 
 
+class _CommitGroup:
+    """One SQLite write transaction shared by the writers of one event-loop turn."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self.driver: sqlite3.Connection = conn.connection.dbapi_connection  # type: ignore[assignment]
+        self.committed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+
 class SqlTx:
     """One transaction on one connection; implements bot.ports.Tx."""
 
-    def __init__(self, conn: AsyncConnection | _InlineConnection, postgres: bool) -> None:
+    def __init__(
+        self,
+        conn: AsyncConnection | _InlineConnection,
+        postgres: bool,
+        driver: sqlite3.Connection | None = None,
+    ) -> None:
         # Typed loosely on purpose: both connections answer `await execute(...)` with a result;
         # a union here trips mypy 2.4 (an internal error on overloaded `execute`).
         self.conn: Any = conn
         self.postgres = postgres
+        # SQLite's own connection, for the statements of the hot path (see store/prepared.py).
+        self.driver = driver
         self.notify_runs: set[str] = set()
 
     async def _one(self, stmt: Any) -> Any:
@@ -145,6 +185,21 @@ class SqlTx:
 
     async def _all(self, stmt: Any) -> list[Any]:
         return list((await self.conn.execute(stmt)).mappings().all())
+
+    async def _exec(
+        self, statement: Prepared, values: Mapping[str, Any] | Sequence[Mapping[str, Any]]
+    ) -> list[tuple[Any, ...]]:
+        """A statement of the hot path: on SQLite's own connection when there is one."""
+        if self.driver is not None:
+            try:
+                return statement.run(self.driver, values)
+            except sqlite3.IntegrityError as error:
+                raise DuplicateKey(str(error)) from None
+        try:
+            result = await self.conn.execute(statement.statement, values)
+        except IntegrityError as error:
+            raise DuplicateKey(str(error.orig)) from None
+        return [tuple(row) for row in result] if statement.columns else []
 
     async def _insert(self, table: sa.Table, values: dict[str, Any]) -> None:
         try:
@@ -310,20 +365,15 @@ class SqlTx:
         await self._insert(RUN, cv.run_values(run))
 
     async def get_run(self, run_id: str, *, for_update: bool = False) -> Run | None:
-        stmt = sa.select(RUN).where(RUN.c.id == run_id)
-        if for_update and self.postgres:
-            stmt = stmt.with_for_update()
-        row = await self._one(stmt)
-        return cv.run(row) if row else None
+        statement = _RUN_Q[for_update and self.postgres]
+        rows = await self._exec(statement, {"run": run_id})
+        return cv.run(statement.mapping(rows[0])) if rows else None
 
     async def get_run_state(
         self, run_id: str, *, for_update: bool = False
     ) -> tuple[RunState, str | None] | None:
-        stmt = sa.select(RUN.c.state, RUN.c.held_task_key).where(RUN.c.id == run_id)
-        if for_update and self.postgres:
-            stmt = stmt.with_for_update()
-        row = (await self.conn.execute(stmt)).first()
-        return None if row is None else (row.state, row.held_task_key)
+        rows = await self._exec(_RUN_STATE_Q[for_update and self.postgres], {"run": run_id})
+        return (rows[0][0], rows[0][1]) if rows else None
 
     async def set_run_state(
         self,
@@ -340,11 +390,11 @@ class SqlTx:
         return bool(result.rowcount)
 
     async def insert_task(self, task: Task) -> None:
-        await self._insert(TASK, cv.task_values(task))
+        await self._exec(_INSERT_TASK, cv.task_values(task))
 
     async def get_task(self, run_id: str, key: str) -> Task | None:
-        row = await self._one(sa.select(TASK).where(TASK.c.run_id == run_id, TASK.c.key == key))
-        return cv.task(row) if row else None
+        rows = await self._exec(_TASK_BY_KEY, {"run": run_id, "key": key})
+        return cv.task(_TASK_BY_KEY.mapping(rows[0])) if rows else None
 
     async def get_task_by_id(self, task_id: str) -> Task | None:
         row = await self._one(sa.select(TASK).where(TASK.c.id == task_id))
@@ -377,12 +427,7 @@ class SqlTx:
 
     async def parked_keys(self, run_id: str) -> list[tuple[str, str]]:
         """(key, state) of the run's parked tasks, oldest first; cheaper than whole rows."""
-        stmt = (
-            sa.select(TASK.c.key, TASK.c.state)
-            .where(TASK.c.run_id == run_id, TASK.c.state.in_(PARKED_STATES))
-            .order_by(TASK.c.created_at, TASK.c.id)
-        )
-        return [(r.key, r.state) for r in (await self.conn.execute(stmt)).all()]
+        return [(key, state) for key, state in await self._exec(_PARKED_KEYS, {"run": run_id})]
 
     async def parked_tasks(self, run_id: str) -> list[Task]:
         stmt = sa.select(TASK).where(TASK.c.run_id == run_id, TASK.c.state.in_(PARKED_STATES))
@@ -465,8 +510,7 @@ class SqlTx:
         if len(by_run) == 1:
             # The common case, with a statement whose compiled form is cached.
             [(run_id, news)] = by_run.items()
-            params = {"run": run_id, "n": len(news)}
-            reserved = [(await self.conn.execute(_RESERVE_SEQ, params)).one()]
+            reserved = await self._exec(_RESERVE_SEQ, {"run": run_id, "n": len(news)})
         else:
             # The clock's batches touch hundreds of runs: one statement, not one per run.
             bump = sa.case({r: len(news) for r, news in by_run.items()}, value=RUN.c.id)
@@ -494,7 +538,7 @@ class SqlTx:
                 for i, new in enumerate(news)
             )
         # A plain executemany: asking for the ids back would make SQLite insert row by row.
-        await self.conn.execute(sa.insert(EVENT), rows)
+        await self._exec(_INSERT_EVENT, rows)
         fresh = [(w, r) for r, _, w in reserved if r not in self.notify_runs]
         if self.postgres and fresh:
             # NOTIFY inside the transaction is delivered exactly when it commits.
@@ -507,8 +551,8 @@ class SqlTx:
     async def add_log(self, entries: Sequence[LogEntry]) -> None:
         if not entries:
             return
-        await self.conn.execute(
-            sa.insert(LOG),
+        await self._exec(
+            _INSERT_LOG,
             [
                 {
                     "workspace_id": e.workspace_id,
@@ -543,16 +587,13 @@ class SqlTx:
             }
             for i in items
         ]
-        try:
-            await self.conn.execute(sa.insert(OUTBOX), rows)
-        except IntegrityError as error:
-            raise DuplicateKey(str(error.orig)) from None
+        await self._exec(_INSERT_OUTBOX, rows)
 
     async def add_timers(self, timers: Sequence[Timer]) -> None:
         if not timers:
             return
-        await self.conn.execute(
-            sa.insert(TIMER),
+        await self._exec(
+            _INSERT_TIMER,
             [
                 {
                     "id": t.id,
@@ -600,6 +641,7 @@ class SqlStore:
         self.engine = make_engine(url, schema)
         self.postgres = self.engine.dialect.name == "postgresql"
         self._write_lock = asyncio.Lock()
+        self._group: _CommitGroup | None = None
         self._inline: Engine | None = None
         if not self.postgres:
             # Short busy timeout: a writer in another process is waited for asynchronously.
@@ -627,13 +669,39 @@ class SqlStore:
             async with self.engine.begin() as conn:
                 yield SqlTx(conn, self.postgres)
             return
+        # Group commit: writers that run in the same turn of the event loop share one SQLite
+        # transaction, each inside its own savepoint, and one COMMIT. A writer returns only
+        # once its group has committed, so nothing is acknowledged before it is durable; a
+        # writer that fails rolls back to its savepoint and leaves the others' work standing.
         async with self._write_lock:
-            inline = await self._begin_write(self._inline)
+            group = self._group
+            if group is None:
+                group = self._group = _CommitGroup(await self._begin_write(self._inline))
+                asyncio.get_running_loop().create_task(self._commit(group))
+            driver = group.driver
+            driver.execute("SAVEPOINT w")
             try:
-                yield SqlTx(_InlineConnection(inline), self.postgres)
-                inline.commit()
+                yield SqlTx(_InlineConnection(group.conn), self.postgres, driver)
+            except BaseException:
+                driver.execute("ROLLBACK TO w")
+                driver.execute("RELEASE w")
+                raise
+            driver.execute("RELEASE w")
+        await asyncio.shield(group.committed)
+
+    async def _commit(self, group: _CommitGroup) -> None:
+        """Scheduled when a group opens; it queues for the write lock behind the writers that
+        are already due to run, so every one of them joins the group first."""
+        async with self._write_lock:
+            self._group = None
+            try:
+                group.conn.commit()
+            except Exception as error:  # every writer of the group hears of it
+                group.committed.set_exception(error)
+            else:
+                group.committed.set_result(None)
             finally:
-                inline.close()  # rolls back what was not committed
+                group.conn.close()  # rolls back what was not committed
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[SqlTx]:

@@ -1,0 +1,171 @@
+"""The SQLite write path: group commit and the hot path's prepared statements.
+
+Group commit must never trade safety for speed: each writer's work commits or fails on its own,
+and `write()` returns only once what it wrote is visible to a new connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from bot.domain import LogEntry, NewEvent, OutboxItem, Run, Task, Timer, Workspace
+from bot.ports import DuplicateKey
+from store.migrate import upgrade
+from store.sql import EVENT, LOG, OUTBOX, TASK, TIMER, SqlStore
+
+AT = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+async def sqlite(tmp_path: Path) -> Any:
+    store = SqlStore(f"sqlite+aiosqlite:///{tmp_path}/w.db")
+    await upgrade(store.engine)
+    yield store, tmp_path / "w.db"
+    await store.close()
+
+
+def commits_seen(db: Path) -> sqlite3.Connection:
+    """A connection whose `PRAGMA data_version` moves once per commit made by others."""
+    return sqlite3.connect(db)
+
+
+def data_version(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("PRAGMA data_version").fetchone()[0])
+
+
+async def add_workspace(store: SqlStore, name: str, fail: bool = False) -> None:
+    async with store.write() as tx:
+        await tx.insert_workspace(Workspace(name, name, AT))
+        if fail:
+            raise RuntimeError("the writer changed its mind")
+
+
+async def test_concurrent_writers_share_one_commit(sqlite: Any) -> None:
+    store, db = sqlite
+    watcher = commits_seen(db)
+    before = data_version(watcher)
+    await asyncio.gather(*(add_workspace(store, f"w{i}") for i in range(20)))
+    assert data_version(watcher) == before + 1  # twenty writers, one commit
+    names = {row[0] for row in watcher.execute("SELECT id FROM workspace")}
+    assert names == {f"w{i}" for i in range(20)}
+    # one after another, each writer commits on its own (no waiting for company)
+    await add_workspace(store, "alone")
+    assert data_version(watcher) == before + 2
+    watcher.close()
+
+
+async def test_a_failing_writer_leaves_its_group_intact(sqlite: Any) -> None:
+    store, db = sqlite
+    await add_workspace(store, "taken")
+    outcomes = await asyncio.gather(
+        add_workspace(store, "a"),
+        add_workspace(store, "broken", fail=True),
+        add_workspace(store, "taken"),  # a duplicate key, refused on its own
+        add_workspace(store, "b"),
+        return_exceptions=True,
+    )
+    assert outcomes[0] is None and outcomes[3] is None
+    assert isinstance(outcomes[1], RuntimeError)
+    assert isinstance(outcomes[2], DuplicateKey)
+    with sqlite3.connect(db) as conn:
+        names = {row[0] for row in conn.execute("SELECT id FROM workspace")}
+    assert names == {"taken", "a", "b"}
+
+
+async def test_a_write_is_durable_when_it_returns(sqlite: Any) -> None:
+    store, db = sqlite
+    watcher = commits_seen(db)
+    for i in range(5):
+        await add_workspace(store, f"d{i}")
+        # a fresh connection (another process, say) sees it at once
+        seen = watcher.execute("SELECT count(*) FROM workspace WHERE id = ?", (f"d{i}",))
+        assert seen.fetchone()[0] == 1
+    watcher.close()
+
+
+def _task(key: str, **changes: Any) -> Task:
+    task = Task(
+        id=f"task_{key}",
+        run_id="run_1",
+        workspace_id="ws",
+        key=key,
+        kind="tool_call",
+        origin="model",
+        tool_name="bash",
+        tool="bash",
+        tool_input={"command": "ls -la", "nested": [1, {"é": None}]},
+        state="needs_approval",
+        created_at=AT,
+        deadline=AT + timedelta(hours=24),
+        effect_profile={"reads": True},
+        matched=[0, 2],
+        why="rule 0 asks",
+        request_hash="abc",
+        appended_by="agent",
+    )
+    return replace(task, **changes)
+
+
+async def _rows(store: SqlStore, table: sa.Table, order: Any) -> list[dict[str, Any]]:
+    async with store.read() as tx:
+        rows = await tx._all(sa.select(table).order_by(order))
+    return [dict(row) for row in rows]
+
+
+async def test_prepared_statements_write_what_sqlalchemy_writes(sqlite: Any) -> None:
+    """Every table the hot path writes, written once through the prepared statements and once
+    through SQLAlchemy's own insert: the rows read back the same, defaults included."""
+    store, _db = sqlite
+    run = Run(
+        id="run_1", workspace_id="ws", application_id=None, state="running",
+        approval_mode="ask", approval_rules=[], tool_names=None, aliases={}, created_at=AT,
+    )  # fmt: skip
+    async with store.write() as tx:
+        await tx.insert_run(run)
+        await tx.insert_task(_task("fast", error={"code": "x"}, resolution=None))
+        await tx.add_events([NewEvent("run_1", "approval_required", {"key": "fast"})], AT)
+        await tx.add_log([LogEntry("ws", "parked", "agent", "api", AT, "run_1", "fast", {})])
+        await tx.add_timers([Timer("tm_fast", "task_fast", "run_1", "deadline", AT)])
+        item = OutboxItem("out_fast", "chat", "posted", "task_fast", "run_1", "ws", "k:fast", AT)
+        await tx.add_outbox([item])
+    # the same through SQLAlchemy (the PostgreSQL path), for comparison
+    async with store.write() as tx:
+        tx.driver = None
+        await tx.insert_task(_task("slow", error={"code": "x"}, resolution=None))
+        await tx.add_events([NewEvent("run_1", "approval_required", {"key": "slow"})], AT)
+        await tx.add_log([LogEntry("ws", "parked", "agent", "api", AT, "run_1", "slow", {})])
+        await tx.add_timers([Timer("tm_slow", "task_slow", "run_1", "deadline", AT)])
+        item = OutboxItem("out_slow", "chat", "posted", "task_slow", "run_1", "ws", "k:slow", AT)
+        await tx.add_outbox([item])
+
+    def same(rows: list[dict[str, Any]], *differ: str) -> None:
+        fast, slow = rows
+        for column in fast:
+            if column not in differ:
+                assert fast[column] == slow[column], column
+
+    same(await _rows(store, TASK, TASK.c.key), "id", "key")
+    same(await _rows(store, EVENT, EVENT.c.seq), "id", "seq", "data")
+    same(await _rows(store, LOG, LOG.c.id), "id", "task_key")
+    same(await _rows(store, TIMER, TIMER.c.id), "id", "task_id")
+    same(await _rows(store, OUTBOX, OUTBOX.c.id), "id", "task_id", "idempotency_key")
+    outbox = (await _rows(store, OUTBOX, OUTBOX.c.id))[0]
+    assert (outbox["attempts"], outbox["lease_until"], outbox["last_error"]) == (0, 0.0, "")
+    assert outbox["delivered_at"] is None
+    # and the hot path's reads (prepared, in a write) give back what was written
+    async with store.write() as tx:
+        assert tx.driver is not None
+        back = await tx.get_task("run_1", "fast")
+        assert back is not None and back == _task("fast", error={"code": "x"})
+        parked = [("fast", "needs_approval"), ("slow", "needs_approval")]
+        assert await tx.parked_keys("run_1") == parked
+        assert await tx.get_run_state("run_1") == ("running", None)
+        assert await tx.get_run("run_1") == run
