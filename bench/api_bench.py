@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import psutil
 from aiohttp import web
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -107,6 +108,12 @@ class Result:
     seconds: float
     latencies: list[float]
     errors: int
+    server_cpu: float = 0.0  # CPU seconds the serving process used while measured
+
+    @property
+    def cpu_us(self) -> float:
+        """Server CPU per request: steadier than req/s on a shared machine."""
+        return self.server_cpu / self.requests * 1e6 if self.requests else 0.0
 
     @property
     def rps(self) -> float:
@@ -124,6 +131,7 @@ class Result:
             "p99_ms": round(self.pct(0.99), 2),
             "requests": self.requests,
             "errors": self.errors,
+            "server_cpu_us_per_request": round(self.cpu_us, 1),
         }
 
 
@@ -135,6 +143,7 @@ async def closed_loop(
     seconds: float,
     warmup: float,
     expect: int,
+    server: psutil.Process,
 ) -> Result:
     """`len(targets)` clients, each posting `body` to its own URL as fast as answers come."""
     latencies: list[float] = []
@@ -142,6 +151,13 @@ async def closed_loop(
     loop = asyncio.get_running_loop()
     start = loop.time() + warmup
     stop = start + seconds
+    cpu: list[float] = []
+
+    async def watch_server() -> None:
+        for moment in (start, stop):
+            await asyncio.sleep(moment - loop.time())
+            times = server.cpu_times()
+            cpu.append(times.user + times.system)
 
     async def client(url: str, headers: dict[str, str]) -> None:
         nonlocal errors
@@ -157,8 +173,8 @@ async def closed_loop(
                 latencies.append(done - sent)
                 errors += not ok
 
-    await asyncio.gather(*(client(url, headers) for url, headers in targets))
-    return Result(name, len(latencies), seconds, latencies, errors)
+    await asyncio.gather(watch_server(), *(client(url, headers) for url, headers in targets))
+    return Result(name, len(latencies), seconds, latencies, errors, cpu[1] - cpu[0])
 
 
 async def approve_latency(
@@ -194,7 +210,11 @@ async def approve_latency(
 
 
 async def drive(
-    args: argparse.Namespace, app_url: str, echo_url: str, tokens: dict[str, str]
+    args: argparse.Namespace,
+    app_url: str,
+    echo_url: str,
+    tokens: dict[str, str],
+    servers: tuple[psutil.Process, psutil.Process],
 ) -> list[Result]:
     base = f"{app_url}/v1/workspaces/bench"
     connector = aiohttp.TCPConnector(limit=args.clients * 2 + 10)
@@ -213,12 +233,12 @@ async def drive(
         results = [
             await closed_loop(
                 "bare aiohttp echo", session, [(f"{echo_url}/echo", plain)] * args.clients,
-                body, args.seconds, args.warmup, 200,
+                body, args.seconds, args.warmup, 200, servers[1],
             ),
             await closed_loop(
                 "approval stage (granted)", session,
                 [(f"{base}/runs/{run}/tasks", agent) for run in runs],
-                body, args.seconds, args.warmup, 201,
+                body, args.seconds, args.warmup, 201, servers[0],
             ),
         ]  # fmt: skip
         results.append(await approve_latency(session, base, tokens, args.rounds))
@@ -259,7 +279,8 @@ def main() -> None:
             app_url, echo_url = f"http://127.0.0.1:{app_port}", f"http://127.0.0.1:{echo_port}"
             asyncio.run(wait_ready(app_url + "/readyz"))
             asyncio.run(wait_ready(echo_url + "/"))
-            results = asyncio.run(drive(args, app_url, echo_url, tokens))
+            servers = (psutil.Process(processes[0].pid), psutil.Process(processes[1].pid))
+            results = asyncio.run(drive(args, app_url, echo_url, tokens, servers))
         finally:
             for process in processes:
                 process.terminate()
@@ -281,11 +302,14 @@ def report(args: argparse.Namespace, results: list[Result]) -> None:
         return
     print(f"python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} CPUs; "
           f"{args.clients} concurrent clients, {args.seconds:g} s per stage")  # fmt: skip
-    print(f"{'':28} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'errors':>7}")
+    print(f"{'':28} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'errors':>7} {'server CPU/req':>15}")
     for result in results:
         row = result.row()
         rps = f"{row['rps']:>8}" if result is not approve else f"{'':>8}"
-        print(f"{result.name:28} {rps} {row['p50_ms']:>8} {row['p99_ms']:>8} {row['errors']:>7}")
+        cpu = f"{result.cpu_us:>12.0f} µs" if result.server_cpu else ""
+        print(
+            f"{result.name:28} {rps} {row['p50_ms']:>8} {row['p99_ms']:>8} {row['errors']:>7} {cpu}"
+        )
     print(f"approval stage / echo throughput: {ratio:.0%}")
     for target, met in verdicts.items():
         print(f"  {'met    ' if met else 'not met'}  {target}")

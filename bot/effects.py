@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 _KNOWN = ("summary", "effects", "targets", "risk", "reversible")
@@ -23,24 +24,35 @@ def _first_line(text: str, limit: int = 120) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
-def derive(tool: str, tool_input: Any) -> dict[str, Any]:
-    """A minimal profile: a summary, effect words guessed from the tool name, and targets."""
+@functools.lru_cache(maxsize=4096)
+def _guess_effects(tool: str) -> tuple[str, ...]:
+    """Effect words guessed from a tool's name (an agent uses few names, many times)."""
     lowered = tool.lower()
     effects: list[str] = []
     for words, effect in _EFFECT_WORDS:
         if any(word in lowered for word in words) and effect not in effects:
             effects.append(effect)
+    return tuple(effects)
+
+
+def derive(tool: str, tool_input: Any) -> dict[str, Any]:
+    """A minimal profile: a summary, effect words guessed from the tool name, and targets."""
+    effects = list(_guess_effects(tool))
     targets: list[str] = []
     summary = f"{tool} call"
     if isinstance(tool_input, dict):
         for key in _TARGET_KEYS:
             value = tool_input.get(key)
+            if value is None:
+                continue
             if isinstance(value, str) and value:
                 targets.append(value)
             elif isinstance(value, list):
                 targets.extend(str(v) for v in value[:10] if isinstance(v, str | int))
         for key in _COMMAND_KEYS:
             value = tool_input.get(key)
+            if value is None:
+                continue
             if isinstance(value, str) and value.strip():
                 summary = f"{tool}: {_first_line(value)}"
                 break

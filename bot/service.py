@@ -131,7 +131,12 @@ class ApprovalService:
                 self._remember(run)
         else:
             state = await tx.get_run_state(run_id, for_update=lock)
-            run = None if state is None else replace(frozen, state=state[0], held_task_key=state[1])
+            if state is None:
+                run = None
+            elif state == (frozen.state, frozen.held_task_key):
+                run = frozen  # the common case: still running; no copy to make
+            else:
+                run = replace(frozen, state=state[0], held_task_key=state[1])
         if run is None or run.workspace_id != workspace_id:
             raise not_found("run")
         return run
@@ -248,7 +253,8 @@ class ApprovalService:
     ) -> Receipt:
         self._check_workspace(principal, workspace_id)
         self._check_call(spec)
-        fingerprint = spec.fingerprint()
+        # Only a keyed call can be appended again, so only its body is fingerprinted.
+        fingerprint = "" if spec.key is None else spec.fingerprint()
         now = self.clock.now()
         async with self.store.write() as tx:
             run = await self._run(tx, workspace_id, run_id)
@@ -280,7 +286,7 @@ class ApprovalService:
             if is_question and verdict.outcome != "failed":
                 check_question(spec.tool_input)
             task = Task(
-                id=new_id("task"),
+                id=ordered_id("task"),  # in time order: each insert lands at the index's end
                 run_id=run.id,
                 workspace_id=workspace_id,
                 key=spec.key or secrets.token_hex(8),
@@ -652,7 +658,7 @@ class ApprovalService:
             data = {"by": principal.name, "via": via, "action": action}
             await tx.add_events([NewEvent(run.id, "run_stopped", data)], now)
             await tx.add_log([log_entry(run, None, f"run_{action}", principal, via, at=now)])
-            run.state = "stopped"
+            run = replace(run, state="stopped")  # never change the remembered declaration
         self._after_commit(run, outbox=bool(self.channels))
         return run
 
@@ -667,7 +673,7 @@ class ApprovalService:
             run = await self._run(tx, workspace_id, run_id)
             if not await tx.set_run_state(run_id, ("held",), "running"):
                 raise ApprovalError(errors.RUN_NOT_HELD, f"run is {run.state}, not held", 409)
-            run.state = "running"
+            run = replace(run, state="running", held_task_key=None)
             tasks = await tx.tasks_of_run(run_id)
             retried = {t.retry_of for t in tasks if t.retry_of}
             for old in tasks:
@@ -686,7 +692,7 @@ class ApprovalService:
     def _again(self, old: Task, now: datetime, serial: int) -> Task:
         ttl = self.settings.question_ttl if old.kind == "ask" else self.settings.park_ttl
         return Task(
-            id=new_id("task"),
+            id=ordered_id("task"),
             run_id=old.run_id,
             workspace_id=old.workspace_id,
             key=f"{old.key.split('~retry')[0]}~retry{serial}",

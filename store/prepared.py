@@ -10,14 +10,21 @@ SQLAlchemy would (JSON in and out). On PostgreSQL they simply go through SQLAlch
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import sqlite
 
-_DIALECT = sqlite.dialect(paramstyle="qmark")
-Convert = Callable[[Any], Any] | None
+from bot import jsontext
+
+_DIALECT = sqlite.dialect(paramstyle="qmark", json_serializer=jsontext.dumps)
+Convert = Callable[[Any], Any]
+
+
+def _conversions(processors: Iterable[Convert | None]) -> list[tuple[int, Convert]]:
+    """(position, conversion) of the values that need one."""
+    return [(index, p) for index, p in enumerate(processors) if p is not None]
 
 
 class Prepared:
@@ -34,35 +41,35 @@ class Prepared:
         compiled = statement.compile(dialect=_DIALECT, column_keys=columns)
         self.sql = str(compiled)
         binds = [compiled.binds[name] for name in compiled.positiontup or []]
-        fallback = dict(defaults or {})
-        fallback.update((b.key, b.value) for b in binds if not b.required)  # constants in the SQL
-        # (parameter, its conversion, whether it may be left out, its value then)
-        self._binds: list[tuple[str, Convert, bool, Any]] = [
-            (b.key, b.type.bind_processor(_DIALECT), b.key in fallback, fallback.get(b.key))
-            for b in binds
-        ]
+        self._keys = [b.key for b in binds]
+        # Values for parameters that may be left out: column defaults, constants in the SQL.
+        self._fallback = dict(defaults or {})
+        self._fallback.update((b.key, b.value) for b in binds if not b.required)
+        self._converts = _conversions(b.type.bind_processor(_DIALECT) for b in binds)
         returned = list(getattr(statement, "exported_columns", None) or [])
         self.columns = [column.key for column in returned]
-        self._results: list[Convert] = [
-            column.type.result_processor(_DIALECT, None) for column in returned
-        ]
+        self._results = _conversions(c.type.result_processor(_DIALECT, None) for c in returned)
 
-    def _row_in(self, values: Mapping[str, Any]) -> tuple[Any, ...]:
-        row = []
-        for key, convert, optional, default in self._binds:
-            value = values.get(key, default) if optional else values[key]
-            row.append(value if convert is None or value is None else convert(value))
-        return tuple(row)
+    def _row_in(self, values: Mapping[str, Any]) -> list[Any]:
+        if self._fallback:
+            values = {**self._fallback, **values}
+        row = [values[key] for key in self._keys]
+        for index, convert in self._converts:
+            if row[index] is not None:
+                row[index] = convert(row[index])
+        return row
 
-    def _row_out(self, row: Sequence[Any]) -> tuple[Any, ...]:
-        return tuple(
-            convert(value) if convert else value
-            for value, convert in zip(row, self._results, strict=True)
-        )
+    def _row_out(self, row: Sequence[Any]) -> Sequence[Any]:
+        if not self._results:
+            return row
+        converted = list(row)
+        for index, convert in self._results:
+            converted[index] = convert(converted[index])
+        return converted
 
     def run(
         self, driver: sqlite3.Connection, values: Mapping[str, Any] | Sequence[Mapping[str, Any]]
-    ) -> list[tuple[Any, ...]]:
+    ) -> list[Sequence[Any]]:
         """Execute on SQLite's connection; a sequence of mappings is an executemany."""
         if isinstance(values, Mapping):
             rows = driver.execute(self.sql, self._row_in(values)).fetchall()

@@ -9,7 +9,6 @@ JSON 500 rather than aiohttp's HTML page.
 
 from __future__ import annotations
 
-import json
 import logging
 import traceback
 from collections.abc import Awaitable, Callable
@@ -19,7 +18,7 @@ from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
 from adapters.http.app import CORE, SETTINGS
-from bot import errors
+from bot import errors, jsontext
 from bot.domain import Principal
 from bot.errors import ApprovalError
 
@@ -40,7 +39,7 @@ _HTTP_CODES = {
 
 
 def dumps(body: Any) -> str:
-    return json.dumps(body, separators=(",", ":"), ensure_ascii=False)
+    return jsontext.dumps(body)
 
 
 def json_response(body: Any, status: int = 200) -> web.Response:
