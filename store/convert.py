@@ -75,7 +75,6 @@ def run_values(run: Run) -> dict[str, Any]:
         "executor_id": run.executor_id,
         "parent_run": run.parent_run,
         "held_task_key": run.held_task_key,
-        "event_seq": 0,
         "created_at": ts(run.created_at),
     }
 

@@ -32,6 +32,12 @@ def _upgrade(connection: Any, revision: str) -> None:
     command.upgrade(config, revision)
 
 
+def _downgrade(connection: Any, revision: str) -> None:
+    config = alembic_config()
+    config.attributes["connection"] = connection
+    command.downgrade(config, revision)
+
+
 def _current(connection: Any) -> str | None:
     return MigrationContext.configure(connection).get_current_revision()
 
@@ -41,6 +47,14 @@ async def upgrade(engine: AsyncEngine, revision: str = "head") -> None:
         if conn.dialect.name == "postgresql":
             await conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": _LOCK_KEY})
         await conn.run_sync(_upgrade, revision)
+
+
+async def downgrade(engine: AsyncEngine, revision: str) -> None:
+    """Back to `revision` (tests, and an operator rolling a release back)."""
+    async with engine.begin() as conn:
+        if conn.dialect.name == "postgresql":
+            await conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": _LOCK_KEY})
+        await conn.run_sync(_downgrade, revision)
 
 
 async def is_current(engine: AsyncEngine) -> bool:

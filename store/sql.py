@@ -58,6 +58,7 @@ from store.tables import (
     OutboxRow,
     ReviewRow,
     RunRow,
+    RunSeqRow,
     TaskRow,
     TimerRow,
     WorkspaceRow,
@@ -70,6 +71,7 @@ CREDENTIAL = CredentialRow.__table__  # type: ignore[attr-defined]
 EXECUTOR = ExecutorRow.__table__  # type: ignore[attr-defined]
 META = MetaRow.__table__  # type: ignore[attr-defined]
 RUN = RunRow.__table__  # type: ignore[attr-defined]
+RUN_SEQ = RunSeqRow.__table__  # type: ignore[attr-defined]
 TASK = TaskRow.__table__  # type: ignore[attr-defined]
 REVIEW = ReviewRow.__table__  # type: ignore[attr-defined]
 EVENT = EventRow.__table__  # type: ignore[attr-defined]
@@ -98,10 +100,10 @@ _PARKED_KEYS = Prepared(
     .order_by(TASK.c.created_at, TASK.c.id)
 )
 _RESERVE_SEQ = Prepared(
-    sa.update(RUN)
-    .where(RUN.c.id == sa.bindparam("run"))
-    .values(event_seq=RUN.c.event_seq + sa.bindparam("n"))
-    .returning(RUN.c.id, RUN.c.event_seq, RUN.c.workspace_id)
+    sa.update(RUN_SEQ)
+    .where(RUN_SEQ.c.run_id == sa.bindparam("run"))
+    .values(seq=RUN_SEQ.c.seq + sa.bindparam("n"))
+    .returning(RUN_SEQ.c.run_id, RUN_SEQ.c.seq, RUN_SEQ.c.workspace_id)
 )
 _INSERT_TASK = prepared.insert(TASK)
 _INSERT_EVENT = prepared.insert(EVENT, skip=("id",))
@@ -376,6 +378,7 @@ class SqlTx:
     # runs and tasks -------------------------------------------------------------------------
     async def insert_run(self, run: Run) -> None:
         await self._insert(RUN, cv.run_values(run))
+        await self._insert(RUN_SEQ, {"run_id": run.id, "workspace_id": run.workspace_id, "seq": 0})
 
     async def get_run(self, run_id: str, *, for_update: bool = False) -> Run | None:
         statement = _RUN_Q[for_update and self.postgres]
@@ -518,21 +521,21 @@ class SqlTx:
             by_run.setdefault(new.run_id, []).append(new)
         if not by_run:
             return
-        # Reserving the sequence numbers on the run row orders events per run on both
-        # databases (on PostgreSQL the row lock serialises concurrent writers of one run).
+        # Reserving the sequence numbers on the run's run_seq row orders events per run on
+        # both databases (on PostgreSQL its row lock serialises concurrent writers of one run).
         if len(by_run) == 1:
             # The common case, with a statement whose compiled form is cached.
             [(run_id, news)] = by_run.items()
             reserved = await self._exec(_RESERVE_SEQ, {"run": run_id, "n": len(news)})
         else:
             # The clock's batches touch hundreds of runs: one statement, not one per run.
-            bump = sa.case({r: len(news) for r, news in by_run.items()}, value=RUN.c.id)
+            bump = sa.case({r: len(news) for r, news in by_run.items()}, value=RUN_SEQ.c.run_id)
             reserved = (
                 await self.conn.execute(
-                    sa.update(RUN)
-                    .where(RUN.c.id.in_(list(by_run)))
-                    .values(event_seq=RUN.c.event_seq + bump)
-                    .returning(RUN.c.id, RUN.c.event_seq, RUN.c.workspace_id)
+                    sa.update(RUN_SEQ)
+                    .where(RUN_SEQ.c.run_id.in_(sorted(by_run)))
+                    .values(seq=RUN_SEQ.c.seq + bump)
+                    .returning(RUN_SEQ.c.run_id, RUN_SEQ.c.seq, RUN_SEQ.c.workspace_id)
                 )
             ).all()
         rows: list[dict[str, Any]] = []

@@ -84,8 +84,17 @@ class RunRow(SQLModel, table=True):
     executor_id: str | None = Field(default=None, max_length=40)
     parent_run: str | None = Field(default=None, max_length=40)
     held_task_key: str | None = None
-    event_seq: int = 0
     created_at: float
+
+
+class RunSeqRow(SQLModel, table=True):
+    """A run's last event sequence number. Apart from the run row, which holds the rules (up to
+    64 KiB): every event bumps it, and SQLite rewrites a whole row on each update."""
+
+    __tablename__ = "run_seq"
+    run_id: str = Field(primary_key=True, max_length=40)
+    workspace_id: str = Field(max_length=64)  # for the NOTIFY that announces the events
+    seq: int = 0
 
 
 class TaskRow(SQLModel, table=True):
@@ -93,7 +102,14 @@ class TaskRow(SQLModel, table=True):
     __table_args__ = (
         sa.UniqueConstraint("run_id", "key"),
         sa.Index("ix_task_workspace_state", "workspace_id", "state"),
-        sa.Index("ix_task_addressee_state", "addressee", "state"),
+        # Only calls parked for an executor are looked up by addressee.
+        sa.Index(
+            "ix_task_addressee_state",
+            "addressee",
+            "state",
+            sqlite_where=sa.text("addressee IS NOT NULL"),
+            postgresql_where=sa.text("addressee IS NOT NULL"),
+        ),
     )
     id: str = Field(primary_key=True, max_length=40)
     run_id: str = Field(max_length=40)
@@ -142,14 +158,23 @@ class ReviewRow(SQLModel, table=True):
 
 class EventRow(SQLModel, table=True):
     __tablename__ = "event"
-    __table_args__ = (sa.UniqueConstraint("run_id", "seq"),)
+    __table_args__ = (
+        sa.UniqueConstraint("run_id", "seq"),
+        # Only `work_available` notices carry an executor.
+        sa.Index(
+            "ix_event_executor_id",
+            "executor_id",
+            sqlite_where=sa.text("executor_id IS NOT NULL"),
+            postgresql_where=sa.text("executor_id IS NOT NULL"),
+        ),
+    )
     id: int | None = Field(default=None, primary_key=True)
     run_id: str = Field(max_length=40)
     seq: int
     name: str = Field(max_length=40)
     data: Any = _json(nullable=False)
     # Set on `work_available` so an executor's cable can follow its own notices across runs.
-    executor_id: str | None = Field(default=None, max_length=40, index=True)
+    executor_id: str | None = Field(default=None, max_length=40)
     created_at: float
 
 

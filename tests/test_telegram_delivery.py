@@ -130,6 +130,8 @@ async def test_webhook_mode_checks_the_secret(sqlite_store: SqlStore) -> None:
             answer = await tg.press(msg, "Approve")  # Telegram delivers it with the secret
             assert answer.text == "✅ Approved"
             assert (await tg.task("k1")).resolved_by == "alice"
+            # the delivery is recorded once the webhook's answer is back, after the press's
+            await fake.wait_for(lambda: fake.webhook_deliveries)
             assert fake.webhook_deliveries[-1][1] == 200
         finally:
             if tg is not None:
