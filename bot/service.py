@@ -7,7 +7,6 @@ state, so the first ending wins and every later attempt gets `already_decided`.
 
 from __future__ import annotations
 
-import secrets
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -285,11 +284,12 @@ class ApprovalService:
             is_question = verdict.tool == ASK_TOOL
             if is_question and verdict.outcome != "failed":
                 check_question(spec.tool_input)
+            task_id = ordered_id("task")  # in time order: each insert lands at the index's end
             task = Task(
-                id=ordered_id("task"),  # in time order: each insert lands at the index's end
+                id=task_id,
                 run_id=run.id,
                 workspace_id=workspace_id,
-                key=spec.key or secrets.token_hex(8),
+                key=spec.key or task_id.removeprefix("task_"),  # unique, and in time order
                 kind="ask" if is_question else "tool_call",
                 origin=spec.origin,
                 tool_name=spec.tool_name,

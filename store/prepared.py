@@ -68,13 +68,16 @@ class Prepared:
         return converted
 
     def run(
-        self, driver: sqlite3.Connection, values: Mapping[str, Any] | Sequence[Mapping[str, Any]]
+        self, driver: sqlite3.Connection, values: dict[str, Any] | Sequence[Mapping[str, Any]]
     ) -> list[Sequence[Any]]:
         """Execute on SQLite's connection; a sequence of mappings is an executemany."""
-        if isinstance(values, Mapping):
+        if isinstance(values, dict):  # not `Mapping`: an ABC check costs microseconds here
             rows = driver.execute(self.sql, self._row_in(values)).fetchall()
             return [self._row_out(row) for row in rows] if self.columns else []
-        driver.executemany(self.sql, [self._row_in(v) for v in values])
+        if len(values) == 1:  # one row: execute is cheaper than executemany
+            driver.execute(self.sql, self._row_in(values[0]))
+        else:
+            driver.executemany(self.sql, [self._row_in(v) for v in values])
         return []
 
     def mapping(self, row: Sequence[Any]) -> dict[str, Any]:

@@ -202,7 +202,7 @@ class SqlTx:
         return list((await self.conn.execute(stmt)).mappings().all())
 
     async def _exec(
-        self, statement: Prepared, values: Mapping[str, Any] | Sequence[Mapping[str, Any]]
+        self, statement: Prepared, values: dict[str, Any] | Sequence[Mapping[str, Any]]
     ) -> list[Sequence[Any]]:
         """A statement of the hot path: on SQLite's own connection when there is one."""
         if self.driver is not None:
