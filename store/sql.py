@@ -49,8 +49,13 @@ from store import prepared
 from store.prepared import Prepared
 from store.tables import (
     ApplicationRow,
+    ChatCallbackRow,
+    ChatChoiceRow,
+    ChatDigestRow,
+    ChatPromptRow,
     CredentialRow,
     DecisionLogRow,
+    DeliveryRefRow,
     EventRow,
     ExecutorRow,
     MemberRow,
@@ -78,6 +83,12 @@ EVENT = EventRow.__table__  # type: ignore[attr-defined]
 LOG = DecisionLogRow.__table__  # type: ignore[attr-defined]
 TIMER = TimerRow.__table__  # type: ignore[attr-defined]
 OUTBOX = OutboxRow.__table__  # type: ignore[attr-defined]
+# What chat adapters keep per decision (store/chat.py); purged with the rest of the bookkeeping.
+PER_TASK_CHAT = tuple(
+    row.__table__  # type: ignore[union-attr]
+    for row in (ChatCallbackRow, ChatPromptRow, ChatChoiceRow, DeliveryRefRow)
+)
+DIGEST = ChatDigestRow.__table__  # type: ignore[attr-defined]
 
 NOTIFY_CHANNEL = "approvalbot_events"
 CHECKPOINT_EVERY = 64  # SQLite group commits between two checkpoints (about 1,000 WAL pages)
@@ -651,6 +662,8 @@ class SqlTx:
 class SqlStore:
     """Implements bot.ports.Store."""
 
+    wal_limit_pages = 4000  # SQLite: about 16 MB of WAL before writers wait for a full checkpoint
+
     def __init__(self, url: str, *, schema: str | None = None) -> None:
         self.url = url
         self.schema = schema
@@ -730,17 +743,22 @@ class SqlStore:
                 group.conn.close()  # rolls back what was not committed
 
     def _checkpoint_soon(self) -> None:
-        """Every CHECKPOINT_EVERY commits, a PASSIVE checkpoint on a worker thread: it copies
-        what it can without blocking readers or writers, and the WAL starts over once all of it
-        is copied."""
+        """Every CHECKPOINT_EVERY commits, a checkpoint on a worker thread. PASSIVE copies what
+        it can without blocking anyone, but under steady writes it never catches up, and the
+        WAL only starts over once all of it is copied. So past `wal_limit_pages` a TRUNCATE
+        checkpoint follows: writers wait for it (asynchronously, in `_begin_write`), the WAL
+        starts over empty."""
         self._commits += 1
         path = self._inline.url.database if self._inline is not None else None
         if self._commits % CHECKPOINT_EVERY or self._checkpointing is not None or not path:
             return
+        limit = self.wal_limit_pages
 
         def checkpoint() -> None:
             with closing(sqlite3.connect(path, timeout=5)) as conn:
-                conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                _busy, pages, _copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                if pages > limit:
+                    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
         def finished(future: asyncio.Future[None]) -> None:
             self._checkpointing = None
@@ -912,19 +930,31 @@ class SqlStore:
             )
 
     async def purge(self, before: datetime) -> int:
-        """Drop bookkeeping nobody reads again: fired timers and delivered notifications
-        older than `before`. Tasks, events and the decision log (the audit trail) stay."""
+        """Drop bookkeeping nobody reads again: fired timers and delivered notifications older
+        than `before`, and what chats kept for decisions settled before it (button ids, reply
+        prompts, choices, message references) and for digest pages closed before it. A button
+        pressed after that is answered as no longer valid. Tasks, events and the decision log
+        (the audit trail) stay."""
         cutoff = cv.ts(before)
+        dropped = 0
         async with self.write() as tx:
-            timers = await tx.conn.execute(
-                sa.delete(TIMER).where(TIMER.c.done.is_(True), TIMER.c.due_at < cutoff)
-            )
-            sent = await tx.conn.execute(
+            statements = [
+                sa.delete(TIMER).where(TIMER.c.done.is_(True), TIMER.c.due_at < cutoff),
                 sa.delete(OUTBOX).where(
                     OUTBOX.c.delivered_at.is_not(None), OUTBOX.c.delivered_at < cutoff
+                ),
+                sa.delete(DIGEST).where(DIGEST.c.done.is_(True), DIGEST.c.updated_at < cutoff),
+            ]
+            for table in PER_TASK_CHAT:
+                settled = sa.exists().where(
+                    TASK.c.id == table.c.task_id,
+                    TASK.c.state.not_in(PARKED_STATES),
+                    TASK.c.decided_at < cutoff,
                 )
-            )
-        return int(timers.rowcount) + int(sent.rowcount)
+                statements.append(sa.delete(table).where(settled))
+            for statement in statements:
+                dropped += int((await tx.conn.execute(statement)).rowcount)
+        return dropped
 
     async def outbox_backlog(self) -> int:
         stmt = sa.select(sa.func.count()).select_from(OUTBOX).where(OUTBOX.c.delivered_at.is_(None))

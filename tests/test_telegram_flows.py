@@ -7,8 +7,9 @@ import logging
 from datetime import timedelta
 
 import pytest
+import sqlalchemy as sa
 
-from store.sql import SqlStore
+from store.sql import PER_TASK_CHAT, SqlStore
 from tests.telegram_harness import ALICE, GROUP, STRANGER, TOKEN, WS, TgWorld, tg_world
 
 pytestmark = pytest.mark.usefixtures("ptb_timedelta")
@@ -239,3 +240,35 @@ async def test_the_token_stays_out_of_logs(
         logging.getLogger("httpx").info("POST %s/sendMessage", tg.fake.base_url + TOKEN)
     assert caplog.records and TOKEN not in caplog.text
     assert "<redacted>" in caplog.text
+
+
+async def test_chat_records_of_settled_decisions_are_purged(tg: TgWorld) -> None:
+    """Button ids, message references and the rest go with the retention; a decision still
+    waiting keeps its own, and an old button is answered as no longer valid."""
+    await tg.park("old")
+    await tg.park("waiting")
+    await tg.flush()
+    old, waiting = tg.message("make deploy old"), tg.message("make deploy waiting")
+    approve_old = old.callback_data[0]
+    await tg.press(old, "Approve")
+    await tg.flush()
+    old_task, waiting_task = await tg.task("old"), await tg.task("waiting")
+
+    async def chat_rows(task_id: str) -> int:
+        found = 0
+        async with tg.store.read() as tx:
+            for t in PER_TASK_CHAT:
+                count = sa.select(sa.func.count()).select_from(t).where(t.c.task_id == task_id)
+                found += (await tx.conn.execute(count)).scalar_one()
+        return found
+
+    assert await chat_rows(old_task.id) > 0 and await chat_rows(waiting_task.id) > 0
+    await tg.store.purge(tg.clock.now() - timedelta(days=1))  # nothing is that old yet
+    assert await chat_rows(old_task.id) > 0
+    assert await tg.store.purge(tg.clock.now() + timedelta(seconds=1)) > 0
+    assert await chat_rows(old_task.id) == 0
+    assert await chat_rows(waiting_task.id) > 0
+    answer = await tg.press(old, data=approve_old, force=True)
+    assert answer.text == "This button is no longer valid."
+    assert (await tg.press(waiting, "Approve")).text == "✅ Approved"
+    assert (await tg.task("old")).resolved_by == "alice"  # the decision itself stays
