@@ -662,7 +662,7 @@ class SqlTx:
 class SqlStore:
     """Implements bot.ports.Store."""
 
-    wal_limit_pages = 4000  # SQLite: about 16 MB of WAL before writers wait for a full checkpoint
+    wal_limit_pages = 4000  # SQLite: WAL pages (4 KiB) before writers wait for a full checkpoint
 
     def __init__(self, url: str, *, schema: str | None = None) -> None:
         self.url = url
@@ -682,6 +682,7 @@ class SqlStore:
             # default, one commit in ~100 would stall the event loop for milliseconds.
             _sqlite_setup(self._inline, 20, autocheckpoint=False)
         self._commits = 0
+        self._wal_full = False
         self._checkpointing: asyncio.Future[None] | None = None
 
     async def _begin_write(self, inline: Engine) -> Connection:
@@ -738,35 +739,43 @@ class SqlStore:
                 group.committed.set_exception(error)
             else:
                 group.committed.set_result(None)
-                self._checkpoint_soon()
             finally:
                 group.conn.close()  # rolls back what was not committed
+            self._commits += 1
+            if self._wal_full:
+                # Still holding the write lock: no writer of ours can start meanwhile, so the
+                # checkpoint gets SQLite's writer lock at once. The loop itself runs on.
+                self._wal_full = False
+                await self._checkpoint("RESTART")
+            elif self._commits % CHECKPOINT_EVERY == 0 and self._checkpointing is None:
+                self._checkpointing = asyncio.ensure_future(self._checkpoint("PASSIVE"))
 
-    def _checkpoint_soon(self) -> None:
-        """Every CHECKPOINT_EVERY commits, a checkpoint on a worker thread. PASSIVE copies what
-        it can without blocking anyone, but under steady writes it never catches up, and the
-        WAL only starts over once all of it is copied. So past `wal_limit_pages` a TRUNCATE
-        checkpoint follows: writers wait for it (asynchronously, in `_begin_write`), the WAL
-        starts over empty."""
-        self._commits += 1
+    async def _checkpoint(self, mode: str) -> None:
+        """Copy the WAL back into the database on a worker thread (the copy and its fsync
+        would stall the loop for milliseconds). PASSIVE, every CHECKPOINT_EVERY commits, copies
+        what it can without blocking anyone; but under steady writes it never catches up, and
+        the WAL starts over only once all of it is copied. So once the WAL is past
+        `wal_limit_pages`, the next commit runs a RESTART checkpoint while it still holds the
+        write lock, and the writer after it starts the WAL from the beginning."""
         path = self._inline.url.database if self._inline is not None else None
-        if self._commits % CHECKPOINT_EVERY or self._checkpointing is not None or not path:
+        if not path:
             return
-        limit = self.wal_limit_pages
 
-        def checkpoint() -> None:
-            with closing(sqlite3.connect(path, timeout=5)) as conn:
-                _busy, pages, _copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-                if pages > limit:
-                    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        def checkpoint() -> int:
+            # A short busy timeout: a RESTART waits for readers, and writers wait for it.
+            with closing(sqlite3.connect(path, timeout=0.2)) as conn:
+                row = conn.execute(f"PRAGMA wal_checkpoint({mode})").fetchone()
+            return int(row[1])
 
-        def finished(future: asyncio.Future[None]) -> None:
-            self._checkpointing = None
-            if not future.cancelled() and future.exception() is not None:
-                log.warning("WAL checkpoint failed: %s", type(future.exception()).__name__)
-
-        self._checkpointing = asyncio.get_running_loop().run_in_executor(None, checkpoint)
-        self._checkpointing.add_done_callback(finished)
+        try:
+            pages = await asyncio.get_running_loop().run_in_executor(None, checkpoint)
+        except Exception as error:  # a missed checkpoint is tried again later
+            log.warning("WAL checkpoint (%s) failed: %s", mode, type(error).__name__)
+        else:
+            self._wal_full = mode == "PASSIVE" and pages > self.wal_limit_pages
+        finally:
+            if mode == "PASSIVE":
+                self._checkpointing = None
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[SqlTx]:
