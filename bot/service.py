@@ -339,7 +339,7 @@ class ApprovalService:
                 detail = {"why": task.why, "error": task.error, "matched": task.matched}
                 await tx.add_log([log_entry(run, task, action, principal, task.via or via, detail)])
         APPENDS.labels(outcome=task.state).inc()
-        self._after_commit(run, timers=task.parked, outbox=task.parked and bool(self.channels))
+        self.after_commit(run, timers=task.parked, outbox=task.parked and bool(self.channels))
         return Receipt(task, token)
 
     def _check_call(self, spec: CallSpec) -> None:
@@ -404,7 +404,7 @@ class ApprovalService:
         await tx.add_log([log_entry(run, task, action, principal, via, detail)])
         await tx.add_timers(self._timers(task))
         if task.resolution_token_hash is None:
-            await tx.add_outbox(self._outbox(task, "posted", now))
+            await tx.add_outbox(self.outbox_items(task, "posted", now))
 
     async def _attention(self, tx: Tx, run_id: str) -> NewEvent:
         """`attention_required` naming every task of the run now resting on a person."""
@@ -421,7 +421,7 @@ class ApprovalService:
                 )
         return timers
 
-    def _outbox(
+    def outbox_items(
         self, task: Task, kind: str, at: datetime, suffix: str = "", payload: Any = None
     ) -> list[OutboxItem]:
         return [
@@ -439,7 +439,7 @@ class ApprovalService:
             for channel in self.channels
         ]
 
-    def _after_commit(self, run: Run, *, timers: bool = False, outbox: bool = False) -> None:
+    def after_commit(self, run: Run, *, timers: bool = False, outbox: bool = False) -> None:
         self.hub.notify_run(run.workspace_id, run.id)
         if timers:
             self.on_timers()
@@ -468,13 +468,13 @@ class ApprovalService:
         # Its timers are left to fire into nothing: touching timer rows here would lock them
         # in the opposite order to the clock loop (timer, then run).
         writes = batch or Writes()
-        self._record_ending(run, ended, ending, action, principal, detail, writes)
+        self.record_ending(run, ended, ending, action, principal, detail, writes)
         if batch is None:
             writes.events.append(await self._attention(tx, run.id))
             await writes.flush(tx, ending.at)
         return ended
 
-    def _record_ending(
+    def record_ending(
         self,
         run: Run,
         ended: Task,
@@ -487,7 +487,7 @@ class ApprovalService:
         writes.events.append(settled_event(ended))
         writes.log.append(log_entry(run, ended, action, principal, ending.via, detail, ending.at))
         if ended.resolution_token_hash is None:
-            writes.outbox.extend(self._outbox(ended, "ended", ending.at))
+            writes.outbox.extend(self.outbox_items(ended, "ended", ending.at))
         DECISIONS.labels(outcome=ended.state, via=ending.via).inc()
         DECISION_LATENCY.observe((ending.at - ended.created_at).total_seconds())
 
@@ -566,7 +566,7 @@ class ApprovalService:
                 ended = await self._end(
                     tx, run, task, ending, "denied", principal, {"reason": reason}
                 )
-        self._after_commit(run, outbox=bool(self.channels))
+        self.after_commit(run, outbox=bool(self.channels))
         return ended
 
     async def resolve(
@@ -616,7 +616,7 @@ class ApprovalService:
                 ended = await self._end(
                     tx, run, task, ending, "answered", actor, {"content": answer}
                 )
-        self._after_commit(run, outbox=bool(self.channels))
+        self.after_commit(run, outbox=bool(self.channels))
         return ended
 
     async def stop(
@@ -659,7 +659,7 @@ class ApprovalService:
             await tx.add_events([NewEvent(run.id, "run_stopped", data)], now)
             await tx.add_log([log_entry(run, None, f"run_{action}", principal, via, at=now)])
             run = replace(run, state="stopped")  # never change the remembered declaration
-        self._after_commit(run, outbox=bool(self.channels))
+        self.after_commit(run, outbox=bool(self.channels))
         return run
 
     async def retry(
@@ -686,7 +686,7 @@ class ApprovalService:
                 await self._record_park(tx, run, task, principal, via)
             await tx.add_events([NewEvent(run.id, "run_resumed", {"by": principal.name})], now)
             await tx.add_log([log_entry(run, None, "run_retried", principal, via, at=now)])
-        self._after_commit(run, timers=True, outbox=bool(self.channels))
+        self.after_commit(run, timers=True, outbox=bool(self.channels))
         return run
 
     def _again(self, old: Task, now: datetime, serial: int) -> Task:
@@ -757,80 +757,3 @@ class ApprovalService:
             )  # fmt: skip
             await tx.add_log([entry])
         return len(cleared)
-
-    # the clock -------------------------------------------------------------------------------
-    async def fire_due(self, limit: int = 200) -> int:
-        """Act on every due deadline and nudge (claimed, so each fires once across instances)."""
-        now = self.clock.now()
-        touched: dict[str, Run] = {}
-        expiring: list[Task] = []
-        writes = Writes()
-        async with self.store.write() as tx:
-            timers = await tx.claim_due_timers(now, limit)
-            await tx.finish_timers([t.id for t in timers])
-            tasks = {t.id: t for t in await tx.tasks_by_ids([t.task_id for t in timers])}
-            # Runs are locked in id order so two instances' batches never deadlock.
-            runs = await tx.lock_runs([t.run_id for t in timers])
-            for timer in sorted(timers, key=lambda t: (t.run_id, t.due_at)):
-                run = runs.get(timer.run_id)
-                task = tasks.get(timer.task_id)
-                if run is None or task is None or not task.parked or task.deadline is None:
-                    continue
-                touched[run.id] = run
-                if timer.kind == "deadline":
-                    expiring.append(task)
-                elif task.deadline > now:  # a nudge; when expiring now, the ending says it
-                    await self._nudge(run, task, timer, now, writes)
-            await self._expire(tx, touched, expiring, now, writes)
-            # One attention_required per run for the whole batch, not one per ending.
-            for run_id, parked in (await tx.parked_keys_of(list(touched))).items():
-                writes.events.append(attention_event(run_id, parked))
-            await writes.flush(tx, now)
-        outbox = bool(writes.outbox)
-        for run in touched.values():
-            self._after_commit(run, outbox=outbox and bool(self.channels))
-        return len(timers)
-
-    async def _nudge(
-        self, run: Run, task: Task, timer: Timer, now: datetime, writes: Writes
-    ) -> None:
-        assert task.deadline is not None
-        remaining = int((task.deadline - now).total_seconds())
-        data = {"key": task.key, "deadline": task.deadline.isoformat(), "remaining": remaining}
-        writes.events.append(NewEvent(run.id, "nudge", data))
-        if task.addressee:
-            writes.events.append(work_available(task))
-        writes.log.append(log_entry(run, task, "nudged", None, "clock", data, at=now))
-        if task.resolution_token_hash is None:
-            payload = {"remaining": remaining, "seq": timer.seq}
-            writes.outbox.extend(self._outbox(task, "nudge", now, f":{timer.seq}", payload))
-
-    async def _expire(
-        self,
-        tx: Tx,
-        runs: Mapping[str, Run],
-        tasks: Sequence[Task],
-        now: datetime,
-        writes: Writes,
-    ) -> None:
-        """End every task whose deadline passed, with one compare-and-set per kind."""
-        for kind, code, what in (
-            ("tool_call", errors.APPROVAL_EXPIRED, "approval"),
-            ("ask", errors.QUESTION_EXPIRED, "question"),
-        ):
-            ids = [t.id for t in tasks if t.kind == kind]
-            if not ids:
-                continue
-            error = {"code": code, "detail": f"nobody answered the {what} in time"}
-            ending = Ending("timed_out", now, None, "clock", error=error)
-            for ended in await tx.end_tasks(ids, PARKED_STATES, ending):
-                run = runs[ended.run_id]
-                self._record_ending(run, ended, ending, "expired", None, None, writes)
-                if kind == "tool_call" and ended.failure_policy != "hold":
-                    continue
-                held = await tx.set_run_state(run.id, ("running",), "held", ended.key)
-                if held:
-                    run.state = "held"
-                    data = {"reason": code, "task_key": ended.key}
-                    writes.events.append(NewEvent(run.id, "run_held", data))
-                    writes.log.append(log_entry(run, ended, "run_held", None, "clock", data, now))

@@ -52,7 +52,7 @@ async def test_fifty_concurrent_endings_one_winner(world: World, store: SqlStore
                 elif kind == "stop":
                     attempts.append(core.service.stop(member, WS, run.id))
                 else:
-                    attempts.append(core.service.fire_due())
+                    attempts.append(core.scheduler.fire_due())
             results = await asyncio.gather(*attempts, return_exceptions=True)
             decided = [r for r in results if isinstance(r, ApprovalError)]
             assert all(e.code == "already_decided" for e in decided), decided
