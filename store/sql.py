@@ -19,7 +19,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import Connection, Engine, create_engine
 from sqlalchemy import event as sa_event
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import QueuePool
 
@@ -140,7 +140,8 @@ def _sqlite_setup(engine: Engine, busy_ms: int, autocheckpoint: bool = True) -> 
     @sa_event.listens_for(engine, "begin")
     def _on_begin(conn: Any) -> None:
         mode = conn.get_execution_options().get("sqlite_begin", "DEFERRED")
-        conn.exec_driver_sql(f"BEGIN {mode}")
+        if mode != "BY_HAND":  # the writer connection (SqlStore._begin_write)
+            conn.exec_driver_sql(f"BEGIN {mode}")
 
 
 def make_engine(url: str, schema: str | None = None) -> AsyncEngine:
@@ -684,20 +685,28 @@ class SqlStore:
             # thread (`_checkpoint_soon`): done by the committing writer, as SQLite does by
             # default, one commit in ~100 would stall the event loop for milliseconds.
             _sqlite_setup(self._inline, 20, autocheckpoint=False)
+        self._writer: Connection | None = None
         self._commits = 0
         self._wal_full = False
         self._checkpointing: asyncio.Future[None] | None = None
 
     async def _begin_write(self, inline: Engine) -> Connection:
+        """BEGIN IMMEDIATE on the one connection this process writes with. Its transactions
+        are driven on SQLite's own connection: through SQLAlchemy (a pool checkout, events, a
+        reset on return) a group's BEGIN and COMMIT cost more than several of its statements.
+        SQLAlchemy sees one transaction that never ends, so it never begins one of its own."""
+        if self._writer is None:
+            self._writer = inline.connect()
+            self._writer.execution_options(sqlite_begin="BY_HAND").begin()
+        driver = self._writer.connection.dbapi_connection
+        assert driver is not None
         delay = 0.002
         for _ in range(3000):
-            conn = inline.connect()
             try:
-                conn.execution_options(sqlite_begin="IMMEDIATE").begin()
-                return conn
-            except OperationalError as error:
-                conn.close()
-                if "locked" not in str(error.orig) and "busy" not in str(error.orig):
+                driver.execute("BEGIN IMMEDIATE")
+                return self._writer
+            except sqlite3.OperationalError as error:
+                if "locked" not in str(error) and "busy" not in str(error):
                     raise
             await asyncio.sleep(delay)
             delay = min(0.05, delay * 2)
@@ -737,13 +746,15 @@ class SqlStore:
             # Committing on a thread was measured slower: the thread then waits for the GIL
             # (up to the 5 ms switch interval) while every writer of the group waits for it.
             try:
-                group.conn.commit()
+                group.driver.commit()
             except Exception as error:  # every writer of the group hears of it
                 group.committed.set_exception(error)
+                # Start afresh: the next group gets a new connection.
+                self._writer, broken = None, self._writer
+                if broken is not None:
+                    broken.close()  # rolls back what is left
             else:
                 group.committed.set_result(None)
-            finally:
-                group.conn.close()  # rolls back what was not committed
             self._commits += 1
             if self._wal_full:
                 # Still holding the write lock: no writer of ours can start meanwhile, so the
@@ -987,5 +998,7 @@ class SqlStore:
         if self._checkpointing is not None:
             await asyncio.wait([self._checkpointing])  # its failure is logged, not raised here
         await self.engine.dispose()
+        if self._writer is not None:
+            self._writer.close()
         if self._inline is not None:
             self._inline.dispose()
