@@ -27,7 +27,8 @@ class EventHub:
                 gate.set()
 
     def notify_run(self, workspace_id: str, run_id: str) -> None:
-        self.notify((run_topic(run_id), workspace_topic(workspace_id), ANY))
+        if self._gates:  # most writes have nobody waiting
+            self.notify((run_topic(run_id), workspace_topic(workspace_id), ANY))
 
     @staticmethod
     async def wait_either(gate: asyncio.Event, stopping: asyncio.Event, timeout: float) -> None:

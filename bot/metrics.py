@@ -18,6 +18,17 @@ APPENDS = Counter(
     ["outcome"],
     registry=REGISTRY,
 )
+_APPEND_OUTCOMES: dict[str, Counter] = {}
+
+
+def count_append(outcome: str) -> None:
+    """`APPENDS` for one outcome; the labelled child is looked up once (every call comes here)."""
+    child = _APPEND_OUTCOMES.get(outcome)
+    if child is None:
+        child = _APPEND_OUTCOMES[outcome] = APPENDS.labels(outcome=outcome)
+    child.inc()
+
+
 DECISION_LATENCY = Histogram(
     "approvalbot_decision_latency_seconds",
     "Time from park to a person's (or the clock's) ending.",

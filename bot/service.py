@@ -57,7 +57,7 @@ from bot.domain import (
 )
 from bot.errors import ApprovalError
 from bot.events import EventHub
-from bot.metrics import APPENDS, DECISION_LATENCY, DECISIONS
+from bot.metrics import DECISION_LATENCY, DECISIONS, count_append
 from bot.ports import DuplicateKey, Store, Tx
 from bot.rules import Policy, compile_policy, tighten
 
@@ -338,7 +338,7 @@ class ApprovalService:
                 action = {"granted": "granted", "failed": "refused"}[task.state]
                 detail = {"why": task.why, "error": task.error, "matched": task.matched}
                 await tx.add_log([log_entry(run, task, action, principal, task.via or via, detail)])
-        APPENDS.labels(outcome=task.state).inc()
+        count_append(task.state)
         self.after_commit(run, timers=task.parked, outbox=task.parked and bool(self.channels))
         return Receipt(task, token)
 
