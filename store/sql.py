@@ -12,7 +12,7 @@ import asyncio
 import logging
 import sqlite3
 from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import asynccontextmanager, closing
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, closing
 from datetime import datetime
 from typing import Any
 
@@ -188,7 +188,49 @@ class _CommitGroup:
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
         self.driver: sqlite3.Connection = conn.connection.dbapi_connection  # type: ignore[assignment]
+        self.tx = SqlTx(_InlineConnection(conn), False, self.driver)
         self.committed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+
+class _GroupWrite:
+    """`SqlStore.write()` on SQLite (group commit): a writer joins the open group, or opens
+    one, inside a savepoint of its own. It returns only once its group has committed, so
+    nothing is acknowledged before it is durable; a writer that fails rolls back to its
+    savepoint and leaves the others' work standing. (A class rather than a generator-based
+    context manager: every write comes through here.)"""
+
+    __slots__ = ("group", "store")
+
+    def __init__(self, store: SqlStore) -> None:
+        self.store = store
+        self.group: _CommitGroup | None = None
+
+    async def __aenter__(self) -> SqlTx:
+        store = self.store
+        await store._write_lock.acquire()
+        try:
+            group = store._group
+            if group is None:
+                group = store._group = _CommitGroup(await store._begin_write())
+                asyncio.get_running_loop().create_task(store._commit(group))
+            group.driver.execute("SAVEPOINT w")
+        except BaseException:
+            store._write_lock.release()
+            raise
+        self.group = group
+        return group.tx
+
+    async def __aexit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        group = self.group
+        assert group is not None
+        try:
+            if kind is not None:
+                group.driver.execute("ROLLBACK TO w")
+            group.driver.execute("RELEASE w")
+        finally:
+            self.store._write_lock.release()
+        if kind is None:
+            await asyncio.shield(group.committed)
 
 
 class SqlTx:
@@ -693,13 +735,14 @@ class SqlStore:
         self._wal_full = False
         self._checkpointing: asyncio.Future[None] | None = None
 
-    async def _begin_write(self, inline: Engine) -> Connection:
+    async def _begin_write(self) -> Connection:
         """BEGIN IMMEDIATE on the one connection this process writes with. Its transactions
         are driven on SQLite's own connection: through SQLAlchemy (a pool checkout, events, a
         reset on return) a group's BEGIN and COMMIT cost more than several of its statements.
         SQLAlchemy sees one transaction that never ends, so it never begins one of its own."""
         if self._writer is None:
-            self._writer = inline.connect()
+            assert self._inline is not None
+            self._writer = self._inline.connect()
             self._writer.execution_options(sqlite_begin="BY_HAND").begin()
         driver = self._writer.connection.dbapi_connection
         assert driver is not None
@@ -715,31 +758,15 @@ class SqlStore:
             delay = min(0.05, delay * 2)
         raise TimeoutError("the SQLite database stayed locked by another process")
 
+    def write(self) -> AbstractAsyncContextManager[SqlTx]:
+        # SQLite: group commit. Writers that run in the same turn of the event loop share one
+        # transaction and one COMMIT (_GroupWrite).
+        return self._pg_write() if self._inline is None else _GroupWrite(self)
+
     @asynccontextmanager
-    async def write(self) -> AsyncIterator[SqlTx]:
-        if self._inline is None:
-            async with self.engine.begin() as conn:
-                yield SqlTx(conn, self.postgres)
-            return
-        # Group commit: writers that run in the same turn of the event loop share one SQLite
-        # transaction, each inside its own savepoint, and one COMMIT. A writer returns only
-        # once its group has committed, so nothing is acknowledged before it is durable; a
-        # writer that fails rolls back to its savepoint and leaves the others' work standing.
-        async with self._write_lock:
-            group = self._group
-            if group is None:
-                group = self._group = _CommitGroup(await self._begin_write(self._inline))
-                asyncio.get_running_loop().create_task(self._commit(group))
-            driver = group.driver
-            driver.execute("SAVEPOINT w")
-            try:
-                yield SqlTx(_InlineConnection(group.conn), self.postgres, driver)
-            except BaseException:
-                driver.execute("ROLLBACK TO w")
-                driver.execute("RELEASE w")
-                raise
-            driver.execute("RELEASE w")
-        await asyncio.shield(group.committed)
+    async def _pg_write(self) -> AsyncIterator[SqlTx]:
+        async with self.engine.begin() as conn:
+            yield SqlTx(conn, self.postgres)
 
     async def _commit(self, group: _CommitGroup) -> None:
         """Scheduled when a group opens; it queues for the write lock behind the writers that
