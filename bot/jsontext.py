@@ -14,7 +14,12 @@ import orjson
 
 
 def dumps(value: Any) -> str:
+    return dumpb(value).decode()
+
+
+def dumpb(value: Any) -> bytes:
+    """UTF-8 bytes, for an HTTP body."""
     try:
-        return orjson.dumps(value).decode()
+        return orjson.dumps(value)
     except TypeError:
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()

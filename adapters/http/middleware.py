@@ -43,7 +43,9 @@ def dumps(body: Any) -> str:
 
 
 def json_response(body: Any, status: int = 200) -> web.Response:
-    return web.Response(text=dumps(body), status=status, content_type="application/json")
+    return web.Response(
+        body=jsontext.dumpb(body), status=status, content_type="application/json", charset="utf-8"
+    )
 
 
 def error_response(error: ApprovalError) -> web.Response:
