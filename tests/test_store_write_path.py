@@ -179,7 +179,8 @@ async def test_the_wal_is_checkpointed_off_the_loop(sqlite: Any) -> None:
     """SQLite's own checkpoint is off (it stalled the committing writer); ours keeps the WAL
     from growing without bound."""
     store, db = sqlite
-    store.wal_limit_pages = 200
+    assert store.sqlite is not None
+    store.sqlite.wal_limit_pages = 200
     wal = Path(f"{db}-wal")
     row = "x" * 8000  # a few pages per commit
     for i in range(800):
