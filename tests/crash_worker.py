@@ -14,9 +14,9 @@ from pathlib import Path
 
 from bot.config import Settings
 from bot.core import Core
-from bot.domain import OutboxItem, Run, Task
+from bot.domain import OutboxItem, Principal, Run, Task
 from bot.errors import ApprovalError
-from bot.service import CallSpec, RunSpec
+from bot.service import ApprovalService, CallSpec, RunSpec
 from store.migrate import upgrade
 from store.sql import SqlStore
 
@@ -72,18 +72,29 @@ async def main(url: str, folder: Path, seed: int, drain: bool) -> None:
         await core.stop()
         await store.close()
         return
-    rng = random.Random(seed)
+    # Several agents at once, so writes share commit groups (store/sqlite.py) when they die.
+    await asyncio.gather(*(agent_lane(s, agent, alice, folder, seed, lane) for lane in range(4)))
+
+
+async def agent_lane(
+    s: ApprovalService, agent: Principal, alice: Principal, folder: Path, seed: int, lane: int
+) -> None:
+    rng = random.Random(seed * 10 + lane)
     run = await s.declare_run(agent, "acme", RunSpec(approval_mode="ask", approval_rules=[
         {"tool": "ls", "verdict": "allow"}, {"tool": "rm", "verdict": "deny"},
     ]))  # fmt: skip
     parked: list[str] = []
     for i in range(10_000):
-        key = f"s{seed}-{i}"
+        key = f"s{seed}-l{lane}-{i}"
         roll = rng.random()
         if roll < 0.5 or not parked:
             tool = rng.choice(["ls", "rm", "deploy", "deploy", "ask"])
             tool_input = {"prompt": "go?"} if tool == "ask" else {"n": i}
-            receipt = await s.append(agent, "acme", run.id, CallSpec(tool, tool_input, key=key))
+            try:
+                receipt = await s.append(agent, "acme", run.id, CallSpec(tool, tool_input, key=key))
+            except ApprovalError as error:
+                assert error.code == "run_not_running", error  # an expired question held it
+                return
             journal(folder / "acked", f"{run.id} {key} {receipt.task.state}")
             if receipt.task.parked:
                 parked.append(key)
