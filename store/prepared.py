@@ -55,6 +55,7 @@ class Prepared:
             values = {**self._fallback, **values}
         row = [values[key] for key in self._keys]
         for index, convert in self._converts:
+            # None stays SQL NULL (SQLAlchemy writes JSON's `null`; both read back as None).
             if row[index] is not None:
                 row[index] = convert(row[index])
         return row

@@ -73,6 +73,7 @@ class _CommitGroup:
         self.driver: sqlite3.Connection = conn.connection.dbapi_connection  # type: ignore[assignment]
         self.tx = SqlTx(InlineConnection(conn), False, self.driver)
         self.committed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.committing: asyncio.Task[None] | None = None  # held so it cannot be collected
 
 
 class _GroupWrite:
@@ -95,7 +96,7 @@ class _GroupWrite:
             group = writer.group
             if group is None:
                 group = writer.group = _CommitGroup(await writer.begin())
-                asyncio.get_running_loop().create_task(writer.commit(group))
+                group.committing = asyncio.get_running_loop().create_task(writer.commit(group))
             group.driver.execute("SAVEPOINT w")
         except BaseException:
             writer.lock.release()
