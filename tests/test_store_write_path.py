@@ -192,3 +192,33 @@ async def test_the_wal_is_checkpointed_off_the_loop(sqlite: Any) -> None:
     with sqlite3.connect(db) as conn:
         assert conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 1000  # others: default
         assert conn.execute("SELECT count(*) FROM meta WHERE key LIKE 'k%'").fetchone()[0] == 800
+
+
+async def test_a_failed_commit_fails_its_whole_group_and_the_next_write_works(
+    sqlite: Any,
+) -> None:
+    """A COMMIT can fail (a deferred constraint, a full disk): every writer of the group hears
+    of it, none of their work is kept, and the writer connection starts afresh."""
+    store, db = sqlite
+    with sqlite3.connect(db) as conn:  # a table whose constraint is checked only at COMMIT
+        conn.execute("CREATE TABLE parent (id INTEGER PRIMARY KEY)")
+        conn.execute(
+            "CREATE TABLE child (id INTEGER PRIMARY KEY, parent INTEGER REFERENCES parent(id)"
+            " DEFERRABLE INITIALLY DEFERRED)"
+        )
+
+    async def orphan() -> None:
+        async with store.write() as tx:
+            await tx.conn.execute(sa.text("INSERT INTO child (parent) VALUES (42)"))
+
+    outcomes = await asyncio.gather(
+        add_workspace(store, "before"), orphan(), add_workspace(store, "after"),
+        return_exceptions=True,
+    )  # fmt: skip
+    assert all(isinstance(o, sa.exc.IntegrityError | sqlite3.IntegrityError) for o in outcomes)
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT count(*) FROM workspace").fetchone()[0] == 0
+        assert conn.execute("SELECT count(*) FROM child").fetchone()[0] == 0
+    await add_workspace(store, "later")  # a fresh connection, a fresh group
+    with sqlite3.connect(db) as conn:
+        assert [r[0] for r in conn.execute("SELECT id FROM workspace")] == ["later"]
