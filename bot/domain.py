@@ -33,7 +33,7 @@ def ordered_id(prefix: str) -> str:
     return f"{prefix}_{time.time_ns():x}{random.getrandbits(24):06x}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Principal:
     """Who is calling: a person (member) or an agent runtime (application)."""
 
@@ -47,14 +47,14 @@ class Principal:
         return self.kind == "member"
 
 
-@dataclass
+@dataclass(slots=True)
 class Workspace:
     id: str
     name: str
     created_at: datetime
 
 
-@dataclass
+@dataclass(slots=True)
 class Member:
     id: str
     workspace_id: str
@@ -63,14 +63,14 @@ class Member:
     slack_user_id: str | None = None
 
 
-@dataclass
+@dataclass(slots=True)
 class Application:
     id: str
     workspace_id: str
     name: str
 
 
-@dataclass
+@dataclass(slots=True)
 class Executor:
     id: str
     workspace_id: str
@@ -79,7 +79,7 @@ class Executor:
     revoked: bool = False
 
 
-@dataclass
+@dataclass(slots=True)
 class Run:
     id: str
     workspace_id: str
@@ -97,7 +97,7 @@ class Run:
     held_task_key: str | None = None
 
 
-@dataclass
+@dataclass(slots=True)
 class Task:
     id: str
     run_id: str
@@ -133,7 +133,7 @@ class Task:
         return self.state in PARKED_STATES
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Ending:
     """How a parked task ended: the values written by the compare-and-set."""
 
@@ -145,7 +145,7 @@ class Ending:
     resolution: dict[str, Any] | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Event:
     id: int
     run_id: str
@@ -155,7 +155,7 @@ class Event:
     at: datetime
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class NewEvent:
     run_id: str
     name: str
@@ -163,7 +163,7 @@ class NewEvent:
     executor_id: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class LogEntry:
     workspace_id: str
     action: str
@@ -175,7 +175,7 @@ class LogEntry:
     detail: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class LogRecord:
     id: int
     entry: LogEntry
@@ -184,7 +184,7 @@ class LogRecord:
 TimerKind = Literal["deadline", "nudge"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Timer:
     id: str
     task_id: str
@@ -197,7 +197,7 @@ class Timer:
 OutboxKind = Literal["posted", "nudge", "ended"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class OutboxItem:
     """A notification for people, written with the state change, delivered after commit."""
 
