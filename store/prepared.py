@@ -42,18 +42,22 @@ class Prepared:
         self.sql = str(compiled)
         binds = [compiled.binds[name] for name in compiled.positiontup or []]
         self._keys = [b.key for b in binds]
-        # Values for parameters that may be left out: column defaults, constants in the SQL.
-        self._fallback = dict(defaults or {})
-        self._fallback.update((b.key, b.value) for b in binds if not b.required)
+        # Constants in the SQL (`IN (…)` lists), and the defaults of columns left out.
+        self._constants = {b.key: b.value for b in binds if not b.required}
+        self._defaults = dict(defaults or {})
         self._converts = _conversions(b.type.bind_processor(_DIALECT) for b in binds)
         returned = list(getattr(statement, "exported_columns", None) or [])
         self.columns = [column.key for column in returned]
         self._results = _conversions(c.type.result_processor(_DIALECT, None) for c in returned)
 
     def _row_in(self, values: Mapping[str, Any]) -> list[Any]:
-        if self._fallback:
-            values = {**self._fallback, **values}
-        row = [values[key] for key in self._keys]
+        if self._constants:
+            values = {**self._constants, **values}
+        try:
+            row = [values[key] for key in self._keys]
+        except KeyError:  # columns left out get their defaults (the hot path gives them all)
+            values = {**self._defaults, **values}
+            row = [values[key] for key in self._keys]
         for index, convert in self._converts:
             # None stays SQL NULL (SQLAlchemy writes JSON's `null`; both read back as None).
             if row[index] is not None:
