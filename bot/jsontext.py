@@ -14,7 +14,10 @@ import orjson
 
 
 def dumps(value: Any) -> str:
-    return dumpb(value).decode()
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 def dumpb(value: Any) -> bytes:

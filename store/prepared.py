@@ -27,6 +27,14 @@ def _conversions(processors: Iterable[Convert | None]) -> list[tuple[int, Conver
     return [(index, p) for index, p in enumerate(processors) if p is not None]
 
 
+def _bind_processor(kind: Any) -> Convert | None:
+    # JSON straight to our writer: SQLAlchemy's own wraps it (for sentinels we never pass).
+    if isinstance(kind, sa.JSON):
+        return jsontext.dumps
+    processor: Convert | None = kind.bind_processor(_DIALECT)
+    return processor
+
+
 class Prepared:
     """One statement with named bind parameters (`sa.bindparam`) or, for an insert, the
     table's columns as parameters."""
@@ -45,7 +53,7 @@ class Prepared:
         # Constants in the SQL (`IN (…)` lists), and the defaults of columns left out.
         self._constants = {b.key: b.value for b in binds if not b.required}
         self._defaults = dict(defaults or {})
-        self._converts = _conversions(b.type.bind_processor(_DIALECT) for b in binds)
+        self._converts = _conversions(_bind_processor(b.type) for b in binds)
         returned = list(getattr(statement, "exported_columns", None) or [])
         self.columns = [column.key for column in returned]
         self._results = _conversions(c.type.result_processor(_DIALECT, None) for c in returned)
