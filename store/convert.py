@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from operator import attrgetter
 from typing import Any, cast
 
 from bot.domain import (
@@ -106,8 +107,11 @@ _TASK_PLAIN = (
 )  # fmt: skip
 
 
+_TASK_PLAIN_OF = attrgetter(*_TASK_PLAIN)
+
+
 def task_values(task: Task) -> dict[str, Any]:
-    values = {name: getattr(task, name) for name in _TASK_PLAIN}
+    values = dict(zip(_TASK_PLAIN, _TASK_PLAIN_OF(task), strict=True))
     values["effect_profile"] = task.effect_profile
     values["matched"] = list(task.matched)
     values["deadline"] = opt_ts(task.deadline)

@@ -476,6 +476,7 @@ class SqlTx:
                 )
             ).all()
         rows: list[dict[str, Any]] = []
+        created_at = cv.ts(at)
         for run_id, last, _workspace in reserved:
             news = by_run[run_id]
             first = last - len(news) + 1
@@ -486,14 +487,16 @@ class SqlTx:
                     "name": new.name,
                     "data": new.data,
                     "executor_id": new.executor_id,
-                    "created_at": cv.ts(at),
+                    "created_at": created_at,
                 }
                 for i, new in enumerate(news)
             )
         # A plain executemany: asking for the ids back would make SQLite insert row by row.
         await self._exec(_INSERT_EVENT, rows)
+        if not self.postgres:
+            return  # SQLite: one process; its event hub hears of the commit directly
         fresh = [(w, r) for r, _, w in reserved if r not in self.notify_runs]
-        if self.postgres and fresh:
+        if fresh:
             # NOTIFY inside the transaction is delivered exactly when it commits.
             await self.conn.execute(
                 sa.text("SELECT pg_notify(:channel, p) FROM unnest(CAST(:payloads AS text[])) p"),
