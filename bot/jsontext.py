@@ -14,10 +14,7 @@ import orjson
 
 
 def dumps(value: Any) -> str:
-    try:
-        return orjson.dumps(value).decode()
-    except TypeError:
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return dumpb(value).decode()
 
 
 def dumpb(value: Any) -> bytes:

@@ -22,20 +22,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from bot.domain import Task
 from bot.ports import ChatCallback, ChatPrompt, DigestPage, Versioned
 from store import convert as cv
-from store.sql import TASK, SqlStore
-from store.tables import (
-    ChatCallbackRow,
-    ChatChoiceRow,
-    ChatDigestRow,
-    ChatPromptRow,
-    DeliveryRefRow,
-)
-
-CALLBACK = ChatCallbackRow.__table__  # type: ignore[attr-defined]
-PROMPT = ChatPromptRow.__table__  # type: ignore[attr-defined]
-CHOICE = ChatChoiceRow.__table__  # type: ignore[attr-defined]
-DIGEST = ChatDigestRow.__table__  # type: ignore[attr-defined]
-REF = DeliveryRefRow.__table__  # type: ignore[attr-defined]
+from store.sql import SqlStore
+from store.tx import CALLBACK, CHOICE, DIGEST, PROMPT, REF, TASK
 
 _PAGE_CHANGES = frozenset({"message_id", "task_ids", "is_open", "done", "shown", "lease_until"})
 

@@ -9,6 +9,7 @@ SQLAlchemy would (JSON in and out). On PostgreSQL they simply go through SQLAlch
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -97,9 +98,12 @@ class Prepared:
         return dict(zip(self.columns, row, strict=True))
 
 
-def insert(table: sa.Table, *, skip: Sequence[str] = ()) -> Prepared:
-    """An insert of every column of `table` but `skip` (an autoincrement id, say); a column
-    left out of the values gets its default, as through SQLAlchemy."""
-    columns = [c for c in table.columns if c.key not in skip]
+@functools.cache
+def insert(table: sa.Table) -> Prepared:
+    """An insert of every column of `table` but an integer primary key (the database numbers
+    the row); a column left out of the values gets its default, as through SQLAlchemy."""
+    key = list(table.primary_key.columns)
+    numbered = {key[0].key} if len(key) == 1 and isinstance(key[0].type, sa.Integer) else set()
+    columns = [c for c in table.columns if c.key not in numbered]
     defaults = {c.key: c.default.arg if c.default is not None else None for c in columns}  # type: ignore[attr-defined]
     return Prepared(sa.insert(table), [c.key for c in columns], defaults)

@@ -77,12 +77,14 @@ EVENT = EventRow.__table__  # type: ignore[attr-defined]
 LOG = DecisionLogRow.__table__  # type: ignore[attr-defined]
 TIMER = TimerRow.__table__  # type: ignore[attr-defined]
 OUTBOX = OutboxRow.__table__  # type: ignore[attr-defined]
-# What chat adapters keep per decision (store/chat.py); purged with the rest of the bookkeeping.
-PER_TASK_CHAT = tuple(
-    row.__table__  # type: ignore[union-attr]
-    for row in (ChatCallbackRow, ChatPromptRow, ChatChoiceRow, DeliveryRefRow)
-)
+# Chat adapters' own state (store/chat.py).
+CALLBACK = ChatCallbackRow.__table__  # type: ignore[attr-defined]
+PROMPT = ChatPromptRow.__table__  # type: ignore[attr-defined]
+CHOICE = ChatChoiceRow.__table__  # type: ignore[attr-defined]
 DIGEST = ChatDigestRow.__table__  # type: ignore[attr-defined]
+REF = DeliveryRefRow.__table__  # type: ignore[attr-defined]
+# What chats keep per decision; purged with the rest of the bookkeeping (SqlStore.purge).
+PER_TASK_CHAT = (CALLBACK, PROMPT, CHOICE, REF)
 
 NOTIFY_CHANNEL = "approvalbot_events"
 
@@ -109,8 +111,8 @@ _RESERVE_SEQ = Prepared(
     .returning(RUN_SEQ.c.run_id, RUN_SEQ.c.seq, RUN_SEQ.c.workspace_id)
 )
 _INSERT_TASK = prepared.insert(TASK)
-_INSERT_EVENT = prepared.insert(EVENT, skip=("id",))
-_INSERT_LOG = prepared.insert(LOG, skip=("id",))
+_INSERT_EVENT = prepared.insert(EVENT)
+_INSERT_LOG = prepared.insert(LOG)
 _INSERT_TIMER = prepared.insert(TIMER)
 _INSERT_OUTBOX = prepared.insert(OUTBOX)
 
@@ -154,12 +156,7 @@ class SqlTx:
         return [tuple(row) for row in result] if statement.columns else []
 
     async def _insert(self, table: sa.Table, values: dict[str, Any]) -> None:
-        try:
-            # Values as parameters, not in the statement: the statement's compiled form is
-            # then cached once instead of built anew for every row.
-            await self.conn.execute(sa.insert(table), values)
-        except IntegrityError as error:
-            raise DuplicateKey(str(error.orig)) from None
+        await self._exec(prepared.insert(table), values)
 
     # identity and access -------------------------------------------------------------------
     async def get_workspace(self, workspace_id: str) -> Workspace | None:

@@ -38,10 +38,6 @@ _HTTP_CODES = {
 }
 
 
-def dumps(body: Any) -> str:
-    return jsontext.dumps(body)
-
-
 def json_response(body: Any, status: int = 200) -> web.Response:
     return web.Response(
         body=jsontext.dumpb(body), status=status, content_type="application/json", charset="utf-8"

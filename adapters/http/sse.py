@@ -16,8 +16,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from aiohttp import web
 
-from adapters.http.middleware import dumps
-from bot import errors
+from bot import errors, jsontext
 from bot.domain import Event
 from bot.errors import ApprovalError
 from bot.events import EventHub
@@ -40,7 +39,7 @@ def last_event_id(request: web.Request) -> int:
 
 
 def frame(event_id: int, name: str, data: object) -> bytes:
-    return f"id: {event_id}\nevent: {name}\ndata: {dumps(data)}\n\n".encode()
+    return f"id: {event_id}\nevent: {name}\ndata: {jsontext.dumps(data)}\n\n".encode()
 
 
 async def stream(
