@@ -41,8 +41,10 @@ def setup_connections(engine: Engine, busy_ms: int, autocheckpoint: bool = True)
         cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.execute(f"PRAGMA busy_timeout={busy_ms}")
         if not autocheckpoint:
+            # No journal_size_limit either: SQLite would truncate the WAL in the first commit
+            # after a full checkpoint, stalling the loop for 50-60 ms (SqliteWriter trims it
+            # once writes pause instead).
             cursor.execute("PRAGMA wal_autocheckpoint=0")
-            cursor.execute(f"PRAGMA journal_size_limit={64 * 1024 * 1024}")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.close()
 
@@ -126,9 +128,12 @@ class SqliteWriter:
     # WAL pages (4 KiB, so 256 MB) before writers wait for a full checkpoint (7-12 ms here
     # with a PASSIVE one every 64 commits). Measured with bench/api_bench.py at ~80 MB of WAL a
     # second: 4,000 pages gave 15% fewer granted calls a second than 16,000, and 64,000 a p99
-    # lower by 1-3 ms (writers wait once in 3 s instead of every 0.8 s). After a checkpoint the
-    # file is cut back to 64 MB (journal_size_limit).
+    # lower by 1-3 ms (writers wait once in 3 s instead of every 0.8 s).
     wal_limit_pages = 64000
+    # Seconds without a commit before a WAL that reached the limit is truncated, giving its
+    # disk space back. Truncating 256 MB takes 50-90 ms, too long while writers wait; and
+    # until then the file is written over from its start, which costs less than growing it.
+    idle_trim_seconds = 10.0
 
     def __init__(self, url: str) -> None:
         # Short busy timeout: a writer in another process is waited for asynchronously.
@@ -144,6 +149,7 @@ class SqliteWriter:
         self._commits = 0
         self._wal_full = False
         self._checkpointing: asyncio.Future[None] | None = None
+        self._trimming: asyncio.Future[None] | None = None
 
     def write(self) -> AbstractAsyncContextManager[SqlTx]:
         return _GroupWrite(self)
@@ -198,6 +204,8 @@ class SqliteWriter:
                 # checkpoint gets SQLite's writer lock at once. The loop itself runs on.
                 self._wal_full = False
                 await self._checkpoint("RESTART")
+                if self._trimming is None:
+                    self._trimming = asyncio.ensure_future(self._trim_when_idle())
             elif self._commits % CHECKPOINT_EVERY == 0 and self._checkpointing is None:
                 self._checkpointing = asyncio.ensure_future(self._checkpoint("PASSIVE"))
 
@@ -228,7 +236,21 @@ class SqliteWriter:
             if mode == "PASSIVE":
                 self._checkpointing = None
 
+    async def _trim_when_idle(self) -> None:
+        try:
+            seen = -1
+            while seen != self._commits:
+                seen = self._commits
+                await asyncio.sleep(self.idle_trim_seconds)
+            async with self.lock:  # none of our writers meanwhile
+                await self._checkpoint("TRUNCATE")
+        finally:
+            self._trimming = None
+
     async def close(self) -> None:
+        if self._trimming is not None:
+            self._trimming.cancel()
+            await asyncio.wait([self._trimming])
         if self._checkpointing is not None:
             await asyncio.wait([self._checkpointing])  # its failure is logged, not raised here
         if self._connection is not None:

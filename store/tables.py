@@ -88,8 +88,10 @@ class RunRow(SQLModel, table=True):
 
 
 class RunSeqRow(SQLModel, table=True):
-    """A run's last event sequence number. Apart from the run row, which holds the rules (up to
-    64 KiB): every event bumps it, and SQLite rewrites a whole row on each update."""
+    """A run's last event sequence number, on PostgreSQL: its row lock orders concurrent writers
+    of one run. Apart from the run row, which holds the rules (up to 64 KiB), because every
+    event bumps it. SQLite, with one writer at a time, numbers events from the event index
+    instead and does not use this table."""
 
     __tablename__ = "run_seq"
     run_id: str = Field(primary_key=True, max_length=40)

@@ -112,9 +112,35 @@ _RESERVE_SEQ = Prepared(
 )
 _INSERT_TASK = prepared.insert(TASK)
 _INSERT_EVENT = prepared.insert(EVENT)
+_NEXT_SEQ = (
+    sa.select(sa.func.coalesce(sa.func.max(EVENT.c.seq), 0) + 1)
+    .where(EVENT.c.run_id == sa.bindparam("run_id"))
+    .scalar_subquery()
+)
+# A plain executemany: asking for the ids back would make SQLite insert row by row.
+_INSERT_NEXT_EVENT = Prepared(
+    sa.insert(EVENT).values(
+        run_id=sa.bindparam("run_id"),
+        seq=_NEXT_SEQ,
+        name=sa.bindparam("name"),
+        data=sa.bindparam("data", type_=EVENT.c.data.type),
+        executor_id=sa.bindparam("executor_id"),
+        created_at=sa.bindparam("created_at"),
+    )
+)
 _INSERT_LOG = prepared.insert(LOG)
 _INSERT_TIMER = prepared.insert(TIMER)
 _INSERT_OUTBOX = prepared.insert(OUTBOX)
+
+
+def _event_row(new: NewEvent, created_at: float) -> dict[str, Any]:
+    return {
+        "run_id": new.run_id,
+        "name": new.name,
+        "data": new.data,
+        "executor_id": new.executor_id,
+        "created_at": created_at,
+    }
 
 
 class SqlTx:
@@ -312,7 +338,8 @@ class SqlTx:
     # runs and tasks -------------------------------------------------------------------------
     async def insert_run(self, run: Run) -> None:
         await self._insert(RUN, cv.run_values(run))
-        await self._insert(RUN_SEQ, {"run_id": run.id, "workspace_id": run.workspace_id, "seq": 0})
+        if self.postgres:  # SQLite numbers events from the event index (add_events)
+            await self._insert(RUN_SEQ, {"run_id": run.id, "workspace_id": run.workspace_id})
 
     async def get_run(self, run_id: str, *, for_update: bool = False) -> Run | None:
         statement = _RUN_Q[for_update and self.postgres]
@@ -450,13 +477,20 @@ class SqlTx:
 
     # events, log, outbox, timers ---------------------------------------------------------------
     async def add_events(self, events: Sequence[NewEvent], at: datetime) -> None:
+        if not events:
+            return
+        created_at = cv.ts(at)
+        if not self.postgres:
+            # SQLite has one writer at a time, so each event takes the number after its run's
+            # last one straight from the (run_id, seq) index: no run_seq row to rewrite, which
+            # was a statement and a WAL page more per commit. (Events are never deleted, so
+            # numbers are never reused.) The event hub hears of the commit directly.
+            await self._exec(_INSERT_NEXT_EVENT, [_event_row(new, created_at) for new in events])
+            return
         by_run: dict[str, list[NewEvent]] = {}
         for new in events:
             by_run.setdefault(new.run_id, []).append(new)
-        if not by_run:
-            return
-        # Reserving the sequence numbers on the run's run_seq row orders events per run on
-        # both databases (on PostgreSQL its row lock serialises concurrent writers of one run).
+        # On PostgreSQL the run_seq row's lock serialises concurrent writers of one run.
         if len(by_run) == 1:
             # The common case, with a statement whose compiled form is cached.
             [(run_id, news)] = by_run.items()
@@ -473,25 +507,13 @@ class SqlTx:
                 )
             ).all()
         rows: list[dict[str, Any]] = []
-        created_at = cv.ts(at)
         for run_id, last, _workspace in reserved:
             news = by_run[run_id]
             first = last - len(news) + 1
             rows.extend(
-                {
-                    "run_id": run_id,
-                    "seq": first + i,
-                    "name": new.name,
-                    "data": new.data,
-                    "executor_id": new.executor_id,
-                    "created_at": created_at,
-                }
-                for i, new in enumerate(news)
+                _event_row(new, created_at) | {"seq": first + i} for i, new in enumerate(news)
             )
-        # A plain executemany: asking for the ids back would make SQLite insert row by row.
         await self._exec(_INSERT_EVENT, rows)
-        if not self.postgres:
-            return  # SQLite: one process; its event hub hears of the commit directly
         fresh = [(w, r) for r, _, w in reserved if r not in self.notify_runs]
         if fresh:
             # NOTIFY inside the transaction is delivered exactly when it commits.

@@ -43,10 +43,18 @@ async def test_0004_carries_event_sequences_over(store: SqlStore) -> None:
                 ),
                 {"id": run_id, "seq": seq},
             )
+            for number in range(1, seq + 1):
+                await conn.execute(
+                    sa.text(
+                        "INSERT INTO event (run_id, seq, name, data, created_at)"
+                        " VALUES (:run, :seq, 'note', '{}', 0)"
+                    ),
+                    {"run": run_id, "seq": number},
+                )
     await upgrade(store.engine)
     async with store.write() as tx:
         await tx.add_events([NewEvent("run_a", "note", {}), NewEvent("run_b", "note", {})], AT)
-    assert [e.seq for e in await store.events_after("run_a", 0)] == [8]
+    assert [e.seq for e in await store.events_after("run_a", 7)] == [8]
     assert [e.seq for e in await store.events_after("run_b", 0)] == [1]
     await downgrade(store.engine, "0003")
     async with store.engine.connect() as conn:

@@ -177,10 +177,11 @@ async def test_prepared_statements_write_what_sqlalchemy_writes(sqlite: Any) -> 
 
 async def test_the_wal_is_checkpointed_off_the_loop(sqlite: Any) -> None:
     """SQLite's own checkpoint is off (it stalled the committing writer); ours keeps the WAL
-    from growing without bound."""
+    from growing without bound, and gives its space back once writes pause."""
     store, db = sqlite
     assert store.sqlite is not None
     store.sqlite.wal_limit_pages = 200
+    store.sqlite.idle_trim_seconds = 0.2
     wal = Path(f"{db}-wal")
     row = "x" * 8000  # a few pages per commit
     for i in range(800):
@@ -188,10 +189,18 @@ async def test_the_wal_is_checkpointed_off_the_loop(sqlite: Any) -> None:
             await tx.set_meta(f"k{i}", row)
     # 800 commits of ~3 pages make a WAL of about 17 MB without checkpoints; with them it
     # starts over each time it passes the limit (the file keeps its largest size)
-    assert file_size(wal) < 5_000_000, file_size(wal)
+    assert 1_000_000 < file_size(wal) < 5_000_000, file_size(wal)
+    for _ in range(100):  # trimmed once no commit came for idle_trim_seconds
+        await asyncio.sleep(0.05)
+        if file_size(wal) == 0:
+            break
+    assert file_size(wal) == 0
+    async with store.write() as tx:  # and writing goes on
+        await tx.set_meta("after", "trim")
     with sqlite3.connect(db) as conn:
         assert conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 1000  # others: default
         assert conn.execute("SELECT count(*) FROM meta WHERE key LIKE 'k%'").fetchone()[0] == 800
+        assert conn.execute("SELECT value FROM meta WHERE key = 'after'").fetchone()[0] == "trim"
 
 
 async def test_a_failed_commit_fails_its_whole_group_and_the_next_write_works(

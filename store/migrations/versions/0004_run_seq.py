@@ -62,5 +62,9 @@ def downgrade() -> None:
         batch_op.add_column(
             sa.Column("event_seq", sa.Integer(), nullable=False, server_default="0")
         )
-    op.execute("UPDATE run SET event_seq = (SELECT seq FROM run_seq WHERE run_seq.run_id = run.id)")
+    # From the events themselves: SQLite does not keep run_seq up to date (store/tx.py).
+    op.execute(
+        "UPDATE run SET event_seq ="
+        " COALESCE((SELECT MAX(seq) FROM event WHERE event.run_id = run.id), 0)"
+    )
     op.drop_table("run_seq")
