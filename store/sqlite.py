@@ -14,7 +14,7 @@ import asyncio
 import logging
 import sqlite3
 from collections.abc import Iterator
-from contextlib import AbstractAsyncContextManager, closing, contextmanager
+from contextlib import AbstractAsyncContextManager, contextmanager
 from typing import Any
 
 from sqlalchemy import Connection, Engine, create_engine
@@ -22,6 +22,7 @@ from sqlalchemy import event as sa_event
 from sqlalchemy.pool import QueuePool
 
 from bot import jsontext
+from store.checkpoint import Checkpointer
 from store.tx import SqlTx
 
 # Group commits between two PASSIVE checkpoints. More often, the RESTART that bounds the WAL
@@ -77,8 +78,19 @@ class _CommitGroup:
         self.conn = conn
         self.driver: sqlite3.Connection = conn.connection.dbapi_connection  # type: ignore[assignment]
         self.tx = SqlTx(InlineConnection(conn), False, self.driver)
-        self.committed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        # One future per writer rather than one shared and shielded: a writer cancelled while
+        # it waits cancels only its own, and its wake-up is one loop turn sooner.
+        self.waiters: list[asyncio.Future[None]] = []
         self.committing: asyncio.Task[None] | None = None  # held so it cannot be collected
+
+    def settle(self, error: BaseException | None = None) -> None:
+        for waiter in self.waiters:
+            if waiter.done():  # its writer was cancelled
+                continue
+            if error is None:
+                waiter.set_result(None)
+            else:
+                waiter.set_exception(error)
 
 
 class _GroupWrite:
@@ -119,7 +131,9 @@ class _GroupWrite:
         finally:
             self.writer.lock.release()
         if kind is None:
-            await asyncio.shield(group.committed)
+            waiter = asyncio.get_running_loop().create_future()
+            group.waiters.append(waiter)
+            await waiter
 
 
 class SqliteWriter:
@@ -150,6 +164,10 @@ class SqliteWriter:
         self._wal_full = False
         self._checkpointing: asyncio.Future[None] | None = None
         self._trimming: asyncio.Future[None] | None = None
+        path = self.engine.url.database  # none for an in-memory database: nothing to copy
+        # PASSIVE checkpoints run on spare CPU; those that writers wait for, at normal priority.
+        self._passive = Checkpointer(path, background=True) if path else None
+        self._blocking = Checkpointer(path, background=False) if path else None
 
     def write(self) -> AbstractAsyncContextManager[SqlTx]:
         return _GroupWrite(self)
@@ -191,13 +209,13 @@ class SqliteWriter:
             try:
                 group.driver.commit()
             except Exception as error:  # every writer of the group hears of it
-                group.committed.set_exception(error)
+                group.settle(error)
                 # Start afresh: the next group gets a new connection.
                 self._connection, broken = None, self._connection
                 if broken is not None:
                     broken.close()  # rolls back what is left
             else:
-                group.committed.set_result(None)
+                group.settle()
             self._commits += 1
             if self._wal_full:
                 # Still holding the write lock: no writer of ours can start meanwhile, so the
@@ -210,24 +228,17 @@ class SqliteWriter:
                 self._checkpointing = asyncio.ensure_future(self._checkpoint("PASSIVE"))
 
     async def _checkpoint(self, mode: str) -> None:
-        """Copy the WAL back into the database on a worker thread (the copy and its fsync
-        would stall the loop for milliseconds). PASSIVE, every CHECKPOINT_EVERY commits, copies
-        what it can without blocking anyone; but under steady writes it never catches up, and
-        the WAL starts over only once all of it is copied. So once the WAL is past
-        `wal_limit_pages`, the next commit runs a RESTART checkpoint while it still holds the
-        write lock, and the writer after it starts the WAL from the beginning."""
-        path = self.engine.url.database
-        if not path:
+        """Copy the WAL back into the database on a worker thread. PASSIVE, every
+        CHECKPOINT_EVERY commits, copies what it can without blocking anyone; but under steady
+        writes it never catches up, and the WAL starts over only once all of it is copied. So
+        once the WAL is past `wal_limit_pages`, the next commit runs a RESTART checkpoint while
+        it still holds the write lock, and the writer after it starts the WAL from the
+        beginning."""
+        checkpointer = self._passive if mode == "PASSIVE" else self._blocking
+        if checkpointer is None:
             return
-
-        def checkpoint() -> int:
-            # A short busy timeout: a RESTART waits for readers, and writers wait for it.
-            with closing(sqlite3.connect(path, timeout=0.2)) as conn:
-                row = conn.execute(f"PRAGMA wal_checkpoint({mode})").fetchone()
-            return int(row[1])
-
         try:
-            pages = await asyncio.get_running_loop().run_in_executor(None, checkpoint)
+            pages = await checkpointer.run(mode)
         except Exception as error:  # a missed checkpoint is tried again later
             log.warning("WAL checkpoint (%s) failed: %s", mode, type(error).__name__)
         else:
@@ -253,6 +264,9 @@ class SqliteWriter:
             await asyncio.wait([self._trimming])
         if self._checkpointing is not None:
             await asyncio.wait([self._checkpointing])  # its failure is logged, not raised here
+        for checkpointer in (self._passive, self._blocking):
+            if checkpointer is not None:
+                await checkpointer.close()
         if self._connection is not None:
             self._connection.close()
         self.engine.dispose()

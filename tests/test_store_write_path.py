@@ -7,7 +7,9 @@ and `write()` returns only once what it wrote is visible to a new connection.
 from __future__ import annotations
 
 import asyncio
+import os
 import sqlite3
+import threading
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -18,6 +20,7 @@ import sqlalchemy as sa
 
 from bot.domain import LogEntry, NewEvent, OutboxItem, Run, Task, Timer, Workspace
 from bot.ports import DuplicateKey
+from store.checkpoint import BACKGROUND_NICE, Checkpointer
 from store.migrate import upgrade
 from store.sql import EVENT, LOG, OUTBOX, TASK, TIMER, SqlStore
 
@@ -231,3 +234,31 @@ async def test_a_failed_commit_fails_its_whole_group_and_the_next_write_works(
     await add_workspace(store, "later")  # a fresh connection, a fresh group
     with sqlite3.connect(db) as conn:
         assert [r[0] for r in conn.execute("SELECT id FROM workspace")] == ["later"]
+
+
+async def test_background_checkpoints_run_at_low_priority(tmp_path: Path) -> None:
+    """PASSIVE checkpoints run on spare CPU (nice 19, their thread only); the ones writers
+    wait for keep normal priority. Both copy the WAL back."""
+    db = tmp_path / "c.db"
+    with sqlite3.connect(db) as conn:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("CREATE TABLE t (x)")
+    writer = sqlite3.connect(db)  # holds the WAL open, as the service's writer does
+    writer.execute("INSERT INTO t VALUES (1)")
+    writer.commit()
+    background = Checkpointer(str(db), background=True)
+    blocking = Checkpointer(str(db), background=False)
+    try:
+        assert await background.run("PASSIVE") > 0
+        assert await blocking.run("RESTART") >= 0
+        niceness = [
+            os.getpriority(os.PRIO_PROCESS, thread.native_id or 0)
+            for thread in threading.enumerate()
+            if thread.name.startswith("sqlite-checkpoint")
+        ]
+        assert sorted(niceness) == [0, BACKGROUND_NICE]
+        assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == 0  # the loop's
+    finally:
+        await background.close()
+        await blocking.close()
+        writer.close()
