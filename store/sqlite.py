@@ -161,7 +161,7 @@ class SqliteWriter:
         self.group: _CommitGroup | None = None
         self._connection: Connection | None = None
         self._commits = 0
-        self._restart_due = False  # the WAL is full and caught up: restart it at the next commit
+        self._wal_full = False
         self._checkpointing: asyncio.Future[None] | None = None
         self._trimming: asyncio.Future[None] | None = None
         path = self.engine.url.database  # none for an in-memory database: nothing to copy
@@ -217,42 +217,35 @@ class SqliteWriter:
             else:
                 group.settle()
             self._commits += 1
-            if self._restart_due:
+            if self._wal_full:
                 # Still holding the write lock: no writer of ours can start meanwhile, so the
                 # checkpoint gets SQLite's writer lock at once. The loop itself runs on.
-                self._restart_due = False
-                await self._checkpoint(self._blocking, "RESTART")
+                self._wal_full = False
+                await self._checkpoint("RESTART")
                 if self._trimming is None:
                     self._trimming = asyncio.ensure_future(self._trim_when_idle())
             elif self._commits % CHECKPOINT_EVERY == 0 and self._checkpointing is None:
-                self._checkpointing = asyncio.ensure_future(self._copy_back())
+                self._checkpointing = asyncio.ensure_future(self._checkpoint("PASSIVE"))
 
-    async def _copy_back(self) -> None:
-        """Copy the WAL back into the database, every CHECKPOINT_EVERY commits: PASSIVE, on
-        spare CPU, blocking no one. Under steady writes it never catches up, and the WAL starts
-        over only once all of it is copied; so once the WAL is past `wal_limit_pages`, a second
-        PASSIVE at normal priority catches up, and the next commit runs a RESTART checkpoint
-        while it still holds the write lock, with only the last few commits left to copy (6-12
-        ms of writers waiting without the catching up, about 2 with it). The writer after it
-        starts the WAL from the beginning."""
-        try:
-            pages = await self._checkpoint(self._passive, "PASSIVE")
-            if pages > self.wal_limit_pages:
-                await self._checkpoint(self._blocking, "PASSIVE")
-                self._restart_due = True
-        finally:
-            self._checkpointing = None
-
-    async def _checkpoint(self, checkpointer: Checkpointer | None, mode: str) -> int:
-        """The WAL's size in pages; 0 for an in-memory database, or when the checkpoint failed
-        (logged: it is tried again later)."""
+    async def _checkpoint(self, mode: str) -> None:
+        """Copy the WAL back into the database on a worker thread. PASSIVE, every
+        CHECKPOINT_EVERY commits, copies what it can without blocking anyone; but under steady
+        writes it never catches up, and the WAL starts over only once all of it is copied. So
+        once the WAL is past `wal_limit_pages`, the next commit runs a RESTART checkpoint while
+        it still holds the write lock, and the writer after it starts the WAL from the
+        beginning."""
+        checkpointer = self._passive if mode == "PASSIVE" else self._blocking
         if checkpointer is None:
-            return 0
+            return
         try:
-            return await checkpointer.run(mode)
-        except Exception as error:
+            pages = await checkpointer.run(mode)
+        except Exception as error:  # a missed checkpoint is tried again later
             log.warning("WAL checkpoint (%s) failed: %s", mode, type(error).__name__)
-            return 0
+        else:
+            self._wal_full = mode == "PASSIVE" and pages > self.wal_limit_pages
+        finally:
+            if mode == "PASSIVE":
+                self._checkpointing = None
 
     async def _trim_when_idle(self) -> None:
         try:
@@ -261,7 +254,7 @@ class SqliteWriter:
                 seen = self._commits
                 await asyncio.sleep(self.idle_trim_seconds)
             async with self.lock:  # none of our writers meanwhile
-                await self._checkpoint(self._blocking, "TRUNCATE")
+                await self._checkpoint("TRUNCATE")
         finally:
             self._trimming = None
 
