@@ -29,6 +29,8 @@ from store.tx import SqlTx
 # has less left to copy while writers wait: measured at full load, every 16 commits gave a p99
 # of 9.1-10.3 ms in 7 runs of 8, every 64 gave 10.3-12.9 ms, for 2-3% more checkpoint CPU.
 CHECKPOINT_EVERY = 16
+# Writers in a group at most for the service to count as quiet (see wal_busy_limit_pages).
+QUIET_GROUP = 2
 log = logging.getLogger(__name__)
 
 
@@ -139,14 +141,19 @@ class _GroupWrite:
 class SqliteWriter:
     """This process's writes to one SQLite file, and its reads."""
 
-    # WAL pages (4 KiB, so 256 MB) before writers wait for a full checkpoint (7-12 ms here
-    # with a PASSIVE one every 64 commits). Measured with bench/api_bench.py at ~80 MB of WAL a
-    # second: 4,000 pages gave 15% fewer granted calls a second than 16,000, and 64,000 a p99
-    # lower by 1-3 ms (writers wait once in 3 s instead of every 0.8 s).
+    # WAL pages (4 KiB, so 256 MB) past which the WAL is started over: a RESTART checkpoint
+    # while our writers wait (4-17 ms here, mostly the database file's fsync). While the
+    # service is busy (groups of more than QUIET_GROUP writers) that pause would hold up every
+    # request in flight, so it waits for a quieter commit, up to `wal_busy_limit_pages` (1 GiB,
+    # PostgreSQL's default max_wal_size; about 10 s of full load here). Measured with
+    # bench/api_bench.py, 50 clients, ~100 MB of WAL a second, five runs each: restarting every
+    # 2-3 s gave a p99 of 8.7-11 ms, not restarting during the run 8.2-9.2 ms.
     wal_limit_pages = 64000
-    # Seconds without a commit before a WAL that reached the limit is truncated, giving its
-    # disk space back. Truncating 256 MB takes 50-90 ms, too long while writers wait; and
-    # until then the file is written over from its start, which costs less than growing it.
+    wal_busy_limit_pages = 256000
+    # Seconds without a commit before a WAL that passed the limit is truncated, giving its
+    # disk space back. Truncating takes tens of milliseconds (50-90 for 256 MB here), too long
+    # while writers wait; until then the file is written over from its start, which costs
+    # less than growing it.
     idle_trim_seconds = 10.0
 
     def __init__(self, url: str) -> None:
@@ -161,7 +168,7 @@ class SqliteWriter:
         self.group: _CommitGroup | None = None
         self._connection: Connection | None = None
         self._commits = 0
-        self._wal_full = False
+        self._wal_pages = 0  # as the last PASSIVE checkpoint found it
         self._checkpointing: asyncio.Future[None] | None = None
         self._trimming: asyncio.Future[None] | None = None
         path = self.engine.url.database  # none for an in-memory database: nothing to copy
@@ -217,13 +224,13 @@ class SqliteWriter:
             else:
                 group.settle()
             self._commits += 1
-            if self._wal_full:
+            busy = len(group.waiters) > QUIET_GROUP
+            pages = self._wal_pages
+            if pages > self.wal_limit_pages and (not busy or pages > self.wal_busy_limit_pages):
                 # Still holding the write lock: no writer of ours can start meanwhile, so the
                 # checkpoint gets SQLite's writer lock at once. The loop itself runs on.
-                self._wal_full = False
+                self._wal_pages = 0
                 await self._checkpoint("RESTART")
-                if self._trimming is None:
-                    self._trimming = asyncio.ensure_future(self._trim_when_idle())
             elif self._commits % CHECKPOINT_EVERY == 0 and self._checkpointing is None:
                 self._checkpointing = asyncio.ensure_future(self._checkpoint("PASSIVE"))
 
@@ -231,8 +238,8 @@ class SqliteWriter:
         """Copy the WAL back into the database on a worker thread. PASSIVE, every
         CHECKPOINT_EVERY commits, copies what it can without blocking anyone; but under steady
         writes it never catches up, and the WAL starts over only once all of it is copied. So
-        once the WAL is past `wal_limit_pages`, the next commit runs a RESTART checkpoint while
-        it still holds the write lock, and the writer after it starts the WAL from the
+        once the WAL is past `wal_limit_pages`, a commit runs a RESTART checkpoint while it
+        still holds the write lock, and the writer after it starts the WAL from the
         beginning."""
         checkpointer = self._passive if mode == "PASSIVE" else self._blocking
         if checkpointer is None:
@@ -242,7 +249,11 @@ class SqliteWriter:
         except Exception as error:  # a missed checkpoint is tried again later
             log.warning("WAL checkpoint (%s) failed: %s", mode, type(error).__name__)
         else:
-            self._wal_full = mode == "PASSIVE" and pages > self.wal_limit_pages
+            if mode == "PASSIVE":
+                self._wal_pages = pages
+                if pages > self.wal_limit_pages and self._trimming is None:
+                    # The file keeps its size when the WAL starts over: trimmed once idle.
+                    self._trimming = asyncio.ensure_future(self._trim_when_idle())
         finally:
             if mode == "PASSIVE":
                 self._checkpointing = None

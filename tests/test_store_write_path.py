@@ -262,3 +262,30 @@ async def test_background_checkpoints_run_at_low_priority(tmp_path: Path) -> Non
         await background.close()
         await blocking.close()
         writer.close()
+
+
+async def test_a_busy_service_restarts_the_wal_later_within_a_bound(sqlite: Any) -> None:
+    """Starting the WAL over makes every writer wait: while groups are large it waits for a
+    quiet commit, up to the busy limit; a quiet commit restarts it promptly."""
+    store, db = sqlite
+    assert store.sqlite is not None
+    store.sqlite.wal_limit_pages, store.sqlite.wal_busy_limit_pages = 200, 2000
+    wal, row = Path(f"{db}-wal"), "x" * 8000  # ~3 pages a writer, ~30 a group of ten
+
+    async def put(key: str) -> None:
+        async with store.write() as tx:
+            await tx.set_meta(key, row)
+
+    for i in range(200):  # busy: ten writers a commit, 6,000 pages in all
+        await asyncio.gather(*(put(f"b{i}.{j}") for j in range(10)))
+    # past the quiet limit (0.8 MB), within the busy one (8 MB, plus up to a checkpoint
+    # interval), far from the 25 MB it would reach if never started over
+    assert 4_000_000 < file_size(wal) < 14_000_000, file_size(wal)
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()[1] > 1000
+    for i in range(60):  # quiet: one writer a commit
+        await put(f"q{i}")
+    with sqlite3.connect(db) as conn:
+        frames = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()[1]
+        assert frames < 500, frames  # started over since
+        assert conn.execute("SELECT count(*) FROM meta WHERE key LIKE 'b%'").fetchone()[0] == 2000
