@@ -29,8 +29,9 @@ from store.tx import SqlTx
 # has less left to copy while writers wait: measured at full load, every 16 commits gave a p99
 # of 9.1-10.3 ms in 7 runs of 8, every 64 gave 10.3-12.9 ms, for 2-3% more checkpoint CPU.
 CHECKPOINT_EVERY = 16
-# Writers in a group at most for the service to count as quiet (see wal_busy_limit_pages).
-QUIET_GROUP = 2
+# Seconds since the previous commit for the service to count as quiet (wal_busy_limit_pages):
+# under load, groups commit every millisecond or two.
+QUIET_GAP = 0.005
 log = logging.getLogger(__name__)
 
 
@@ -143,7 +144,7 @@ class SqliteWriter:
 
     # WAL pages (4 KiB, so 256 MB) past which the WAL is started over: a RESTART checkpoint
     # while our writers wait (4-17 ms here, mostly the database file's fsync). While the
-    # service is busy (groups of more than QUIET_GROUP writers) that pause would hold up every
+    # service is busy (commits less than QUIET_GAP apart) that pause would hold up every
     # request in flight, so it waits for a quieter commit, up to `wal_busy_limit_pages` (1 GiB,
     # PostgreSQL's default max_wal_size; about 10 s of full load here). Measured with
     # bench/api_bench.py, 50 clients, ~100 MB of WAL a second, five runs each: restarting every
@@ -169,6 +170,7 @@ class SqliteWriter:
         self._connection: Connection | None = None
         self._commits = 0
         self._wal_pages = 0  # as the last PASSIVE checkpoint found it
+        self._last_commit = 0.0  # loop time
         self._checkpointing: asyncio.Future[None] | None = None
         self._trimming: asyncio.Future[None] | None = None
         path = self.engine.url.database  # none for an in-memory database: nothing to copy
@@ -224,7 +226,8 @@ class SqliteWriter:
             else:
                 group.settle()
             self._commits += 1
-            busy = len(group.waiters) > QUIET_GROUP
+            now = asyncio.get_running_loop().time()
+            busy, self._last_commit = now - self._last_commit < QUIET_GAP, now
             pages = self._wal_pages
             if pages > self.wal_limit_pages and (not busy or pages > self.wal_busy_limit_pages):
                 # Still holding the write lock: no writer of ours can start meanwhile, so the
