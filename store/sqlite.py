@@ -269,6 +269,7 @@ class SqliteWriter:
                 await asyncio.sleep(self.idle_trim_seconds)
             async with self.lock:  # none of our writers meanwhile
                 await self._checkpoint("TRUNCATE")
+                self._wal_pages = 0
         finally:
             self._trimming = None
 

@@ -483,8 +483,8 @@ class SqlTx:
         if not self.postgres:
             # SQLite has one writer at a time, so each event takes the number after its run's
             # last one straight from the (run_id, seq) index: no run_seq row to rewrite, which
-            # was a statement and a WAL page more per commit. (Events are never deleted, so
-            # numbers are never reused.) The event hub hears of the commit directly.
+            # was a statement and a WAL page more per commit. (The service never deletes events,
+            # so numbers are never reused.) The event hub hears of the commit directly.
             await self._exec(_INSERT_NEXT_EVENT, [_event_row(new, created_at) for new in events])
             return
         by_run: dict[str, list[NewEvent]] = {}
