@@ -23,15 +23,13 @@ from sqlalchemy.pool import QueuePool
 
 from bot import jsontext
 from store.checkpoint import Checkpointer
+from store.prepared import Prepared
 from store.tx import SqlTx
 
 # Group commits between two PASSIVE checkpoints. More often, the RESTART that bounds the WAL
 # has less left to copy while writers wait: measured at full load, every 16 commits gave a p99
 # of 9.1-10.3 ms in 7 runs of 8, every 64 gave 10.3-12.9 ms, for 2-3% more checkpoint CPU.
 CHECKPOINT_EVERY = 16
-# Seconds since the previous commit for the service to count as quiet (wal_busy_limit_pages):
-# under load, groups commit every millisecond or two.
-QUIET_GAP = 0.005
 log = logging.getLogger(__name__)
 
 
@@ -85,6 +83,18 @@ class _CommitGroup:
         # it waits cancels only its own, and its wake-up is one loop turn sooner.
         self.waiters: list[asyncio.Future[None]] = []
         self.committing: asyncio.Task[None] | None = None  # held so it cannot be collected
+        # The events and log entries of the writers that succeeded (SqlTx.held), written at
+        # the commit: one statement for all of a kind, outside the writers' savepoints, which
+        # would otherwise copy the pages they change. About 5 µs less per granted call.
+        self.held: list[tuple[Prepared, list[dict[str, Any]]]] = []
+
+    def write_held(self) -> None:
+        """In the writers' order, so each run's events are numbered in the order they came."""
+        by_statement: dict[Prepared, list[dict[str, Any]]] = {}
+        for statement, rows in self.held:
+            by_statement.setdefault(statement, []).extend(rows)
+        for statement, rows in by_statement.items():
+            statement.run(self.driver, rows)
 
     def settle(self, error: BaseException | None = None) -> None:
         for waiter in self.waiters:
@@ -118,6 +128,7 @@ class _GroupWrite:
                 group = writer.group = _CommitGroup(await writer.begin())
                 group.committing = asyncio.get_running_loop().create_task(writer.commit(group))
             group.driver.execute("SAVEPOINT w")
+            group.tx.held = []
         except BaseException:
             writer.lock.release()
             raise
@@ -127,9 +138,12 @@ class _GroupWrite:
     async def __aexit__(self, kind: type[BaseException] | None, *_: object) -> None:
         group = self.group
         assert group is not None
+        held, group.tx.held = group.tx.held, None
         try:
             if kind is not None:
                 group.driver.execute("ROLLBACK TO w")
+            elif held:
+                group.held.extend(held)
             group.driver.execute("RELEASE w")
         finally:
             self.writer.lock.release()
@@ -144,13 +158,15 @@ class SqliteWriter:
 
     # WAL pages (4 KiB, so 256 MB) past which the WAL is started over: a RESTART checkpoint
     # while our writers wait (4-17 ms here, mostly the database file's fsync). While the
-    # service is busy (commits less than QUIET_GAP apart) that pause would hold up every
+    # service is busy (commits less than `quiet_gap_seconds` apart: under load, groups commit
+    # every millisecond or two) that pause would hold up every
     # request in flight, so it waits for a quieter commit, up to `wal_busy_limit_pages` (1 GiB,
     # PostgreSQL's default max_wal_size; about 10 s of full load here). Measured with
     # bench/api_bench.py, 50 clients, ~100 MB of WAL a second, five runs each: restarting every
     # 2-3 s gave a p99 of 8.7-11 ms, not restarting during the run 8.2-9.2 ms.
     wal_limit_pages = 64000
     wal_busy_limit_pages = 256000
+    quiet_gap_seconds = 0.005
     # Seconds without a commit before a WAL that passed the limit is truncated, giving its
     # disk space back. Truncating takes tens of milliseconds (50-90 for 256 MB here), too long
     # while writers wait; until then the file is written over from its start, which costs
@@ -171,12 +187,10 @@ class SqliteWriter:
         self._commits = 0
         self._wal_pages = 0  # as the last PASSIVE checkpoint found it
         self._last_commit = 0.0  # loop time
-        self._checkpointing: asyncio.Future[None] | None = None
+        self._checkpointing: asyncio.Future[int] | None = None
         self._trimming: asyncio.Future[None] | None = None
         path = self.engine.url.database  # none for an in-memory database: nothing to copy
-        # PASSIVE checkpoints run on spare CPU; those that writers wait for, at normal priority.
-        self._passive = Checkpointer(path, background=True) if path else None
-        self._blocking = Checkpointer(path, background=False) if path else None
+        self._checkpointer = Checkpointer(path) if path else None
 
     def write(self) -> AbstractAsyncContextManager[SqlTx]:
         return _GroupWrite(self)
@@ -216,6 +230,7 @@ class SqliteWriter:
             # Committing on a thread was measured slower: the thread then waits for the GIL
             # (up to the 5 ms switch interval) while every writer of the group waits for it.
             try:
+                group.write_held()
                 group.driver.commit()
             except Exception as error:  # every writer of the group hears of it
                 group.settle(error)
@@ -227,7 +242,7 @@ class SqliteWriter:
                 group.settle()
             self._commits += 1
             now = asyncio.get_running_loop().time()
-            busy, self._last_commit = now - self._last_commit < QUIET_GAP, now
+            busy, self._last_commit = now - self._last_commit < self.quiet_gap_seconds, now
             pages = self._wal_pages
             if pages > self.wal_limit_pages and (not busy or pages > self.wal_busy_limit_pages):
                 # Still holding the write lock: no writer of ours can start meanwhile, so the
@@ -237,18 +252,18 @@ class SqliteWriter:
             elif self._commits % CHECKPOINT_EVERY == 0 and self._checkpointing is None:
                 self._checkpointing = asyncio.ensure_future(self._checkpoint("PASSIVE"))
 
-    async def _checkpoint(self, mode: str) -> None:
+    async def _checkpoint(self, mode: str) -> int:
         """Copy the WAL back into the database on a worker thread. PASSIVE, every
         CHECKPOINT_EVERY commits, copies what it can without blocking anyone; but under steady
         writes it never catches up, and the WAL starts over only once all of it is copied. So
         once the WAL is past `wal_limit_pages`, a commit runs a RESTART checkpoint while it
         still holds the write lock, and the writer after it starts the WAL from the
-        beginning."""
-        checkpointer = self._passive if mode == "PASSIVE" else self._blocking
-        if checkpointer is None:
-            return
+        beginning. Answers the WAL's size in pages, -1 when the checkpoint failed."""
+        if self._checkpointer is None:
+            return 0
+        pages = -1
         try:
-            pages = await checkpointer.run(mode)
+            pages = await self._checkpointer.run(mode)
         except Exception as error:  # a missed checkpoint is tried again later
             log.warning("WAL checkpoint (%s) failed: %s", mode, type(error).__name__)
         else:
@@ -260,16 +275,19 @@ class SqliteWriter:
         finally:
             if mode == "PASSIVE":
                 self._checkpointing = None
+        return pages
 
     async def _trim_when_idle(self) -> None:
         try:
-            seen = -1
-            while seen != self._commits:
-                seen = self._commits
-                await asyncio.sleep(self.idle_trim_seconds)
-            async with self.lock:  # none of our writers meanwhile
-                await self._checkpoint("TRUNCATE")
-                self._wal_pages = 0
+            left = -1
+            while left != 0:  # a reader or a checkpoint in its way: again after the next pause
+                seen = -1
+                while seen != self._commits:
+                    seen = self._commits
+                    await asyncio.sleep(self.idle_trim_seconds)
+                async with self.lock:  # none of our writers meanwhile
+                    left = await self._checkpoint("TRUNCATE")
+            self._wal_pages = 0
         finally:
             self._trimming = None
 
@@ -279,9 +297,8 @@ class SqliteWriter:
             await asyncio.wait([self._trimming])
         if self._checkpointing is not None:
             await asyncio.wait([self._checkpointing])  # its failure is logged, not raised here
-        for checkpointer in (self._passive, self._blocking):
-            if checkpointer is not None:
-                await checkpointer.close()
+        if self._checkpointer is not None:
+            await self._checkpointer.close()
         if self._connection is not None:
             self._connection.close()
         self.engine.dispose()

@@ -159,6 +159,9 @@ class SqlTx:
         # SQLite's own connection, for the statements of the hot path (see store/prepared.py).
         self.driver = driver
         self.notify_runs: set[str] = set()
+        # In a SQLite commit group, the current writer's events and log entries, which nothing
+        # reads back before the commit: the group writes them all at once (store/sqlite.py).
+        self.held: list[tuple[Prepared, list[dict[str, Any]]]] | None = None
 
     async def _one(self, stmt: Any) -> Any:
         return (await self.conn.execute(stmt)).mappings().first()
@@ -180,6 +183,12 @@ class SqlTx:
         except IntegrityError as error:
             raise DuplicateKey(str(error.orig)) from None
         return [tuple(row) for row in result] if statement.columns else []
+
+    async def _add_rows(self, statement: Prepared, rows: list[dict[str, Any]]) -> None:
+        if self.held is not None:
+            self.held.append((statement, rows))
+        else:
+            await self._exec(statement, rows)
 
     async def _insert(self, table: sa.Table, values: dict[str, Any]) -> None:
         await self._exec(prepared.insert(table), values)
@@ -485,7 +494,7 @@ class SqlTx:
             # last one straight from the (run_id, seq) index: no run_seq row to rewrite, which
             # was a statement and a WAL page more per commit. (The service never deletes events,
             # so numbers are never reused.) The event hub hears of the commit directly.
-            await self._exec(_INSERT_NEXT_EVENT, [_event_row(new, created_at) for new in events])
+            await self._add_rows(_INSERT_NEXT_EVENT, [_event_row(n, created_at) for n in events])
             return
         by_run: dict[str, list[NewEvent]] = {}
         for new in events:
@@ -526,7 +535,7 @@ class SqlTx:
     async def add_log(self, entries: Sequence[LogEntry]) -> None:
         if not entries:
             return
-        await self._exec(
+        await self._add_rows(
             _INSERT_LOG,
             [
                 {

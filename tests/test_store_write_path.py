@@ -7,9 +7,7 @@ and `write()` returns only once what it wrote is visible to a new connection.
 from __future__ import annotations
 
 import asyncio
-import os
 import sqlite3
-import threading
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -20,7 +18,6 @@ import sqlalchemy as sa
 
 from bot.domain import LogEntry, NewEvent, OutboxItem, Run, Task, Timer, Workspace
 from bot.ports import DuplicateKey
-from store.checkpoint import BACKGROUND_NICE, Checkpointer
 from store.migrate import upgrade
 from store.sql import EVENT, LOG, OUTBOX, TASK, TIMER, SqlStore
 
@@ -96,6 +93,41 @@ async def test_a_failing_writer_leaves_its_group_intact(sqlite: Any) -> None:
     with sqlite3.connect(db) as conn:
         names = {row[0] for row in conn.execute("SELECT id FROM workspace")}
     assert names == {"taken", "a", "b"}
+
+
+async def test_a_groups_events_and_log_are_written_at_its_commit(sqlite: Any) -> None:
+    """Events and log entries wait for the group's commit: a writer that fails leaves none,
+    and each run's events are numbered in the order their writers came."""
+    store, db = sqlite
+
+    async def note(run_id: str, name: str, fail: bool = False) -> None:
+        async with store.write() as tx:
+            await tx.add_events([NewEvent(run_id, name, {"n": name})], AT)
+            entry = LogEntry("ws", name, "someone", "api", AT, run_id, None, {})
+            await tx.add_log([entry])
+            if fail:
+                raise RuntimeError("the writer changed its mind")
+
+    outcomes = await asyncio.gather(
+        note("run_a", "a1"),
+        note("run_b", "b1"),
+        note("run_a", "broken", fail=True),
+        note("run_a", "a2"),
+        return_exceptions=True,
+    )
+    assert [type(o).__name__ for o in outcomes] == [
+        "NoneType",
+        "NoneType",
+        "RuntimeError",
+        "NoneType",
+    ]
+    assert [(e.seq, e.name) for e in await store.events_after("run_a", 0)] == [(1, "a1"), (2, "a2")]
+    assert [(e.seq, e.name) for e in await store.events_after("run_b", 0)] == [(1, "b1")]
+    await note("run_a", "a3")  # the next group numbers on
+    assert [e.seq for e in await store.events_after("run_a", 2)] == [3]
+    with sqlite3.connect(db) as conn:
+        actions = [row[0] for row in conn.execute("SELECT action FROM decision_log ORDER BY id")]
+    assert actions == ["a1", "b1", "a2", "a3"]
 
 
 async def test_a_write_is_durable_when_it_returns(sqlite: Any) -> None:
@@ -202,8 +234,9 @@ async def test_the_wal_is_checkpointed_off_the_loop(sqlite: Any) -> None:
         async with store.write() as tx:
             await tx.set_meta(f"k{i}", row)
     # 800 commits of ~3 pages make a WAL of about 17 MB without checkpoints; with them it
-    # starts over each time it passes the limit (the file keeps its largest size)
-    assert 1_000_000 < file_size(wal) < 5_000_000, file_size(wal)
+    # starts over each time it passes the limit (the file keeps its largest size; a slow
+    # checkpoint thread reports the size late)
+    assert 1_000_000 < file_size(wal) < 8_000_000, file_size(wal)
     for _ in range(100):  # trimmed once no commit came for idle_trim_seconds
         await asyncio.sleep(0.05)
         if file_size(wal) == 0:
@@ -247,40 +280,13 @@ async def test_a_failed_commit_fails_its_whole_group_and_the_next_write_works(
         assert [r[0] for r in conn.execute("SELECT id FROM workspace")] == ["later"]
 
 
-async def test_background_checkpoints_run_at_low_priority(tmp_path: Path) -> None:
-    """PASSIVE checkpoints run on spare CPU (nice 19, their thread only); the ones writers
-    wait for keep normal priority. Both copy the WAL back."""
-    db = tmp_path / "c.db"
-    with sqlite3.connect(db) as conn:
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("CREATE TABLE t (x)")
-    writer = sqlite3.connect(db)  # holds the WAL open, as the service's writer does
-    writer.execute("INSERT INTO t VALUES (1)")
-    writer.commit()
-    background = Checkpointer(str(db), background=True)
-    blocking = Checkpointer(str(db), background=False)
-    try:
-        assert await background.run("PASSIVE") > 0
-        assert await blocking.run("RESTART") >= 0
-        niceness = [
-            os.getpriority(os.PRIO_PROCESS, thread.native_id or 0)
-            for thread in threading.enumerate()
-            if thread.name.startswith("sqlite-checkpoint")
-        ]
-        assert sorted(niceness) == [0, BACKGROUND_NICE]
-        assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == 0  # the loop's
-    finally:
-        await background.close()
-        await blocking.close()
-        writer.close()
-
-
 async def test_a_busy_service_restarts_the_wal_later_within_a_bound(sqlite: Any) -> None:
     """Starting the WAL over makes every writer wait: while commits follow each other closely
     it waits for a quiet one, up to the busy limit; a quiet commit restarts it promptly."""
     store, db = sqlite
     assert store.sqlite is not None
     store.sqlite.wal_limit_pages, store.sqlite.wal_busy_limit_pages = 200, 2000
+    store.sqlite.quiet_gap_seconds = 10.0  # busy: every commit follows another closely
     wal, row = Path(f"{db}-wal"), "x" * 8000  # ~3 pages a writer, ~30 a group of ten
 
     async def put(key: str) -> None:
@@ -291,13 +297,14 @@ async def test_a_busy_service_restarts_the_wal_later_within_a_bound(sqlite: Any)
         await asyncio.gather(*(put(f"b{i}.{j}") for j in range(10)))
     # past the quiet limit (0.8 MB), within the busy one (8 MB, plus up to a checkpoint
     # interval), far from the 25 MB it would reach if never started over
-    assert 4_000_000 < file_size(wal) < 14_000_000, file_size(wal)
+    assert 4_000_000 < file_size(wal) < 16_000_000, file_size(wal)
     store.sqlite.wal_busy_limit_pages = 1_000_000
     for i in range(50):  # busy again, with no bound to reach: 1,500 pages more
         await asyncio.gather(*(put(f"c{i}.{j}") for j in range(10)))
     assert await wal_frames(db) > 1000
+    store.sqlite.quiet_gap_seconds = 0.005
     for i in range(40):  # quiet: a writer now and then
-        await asyncio.sleep(0.006)
+        await asyncio.sleep(0.01)
         await put(f"q{i}")
     assert await wal_frames(db) < 500  # started over since
     with sqlite3.connect(db) as conn:
