@@ -85,7 +85,7 @@ class _CommitGroup:
         self.committing: asyncio.Task[None] | None = None  # held so it cannot be collected
         # The events and log entries of the writers that succeeded (SqlTx.held), written at
         # the commit: one statement for all of a kind, outside the writers' savepoints, which
-        # would otherwise copy the pages they change. About 5 µs less per granted call.
+        # would otherwise copy the pages they change: about 3 µs less per granted call.
         self.held: list[tuple[Prepared, list[dict[str, Any]]]] = []
 
     def write_held(self) -> None:
