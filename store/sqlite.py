@@ -159,11 +159,11 @@ class SqliteWriter:
     # WAL pages (4 KiB, so 256 MB) past which the WAL is started over: a RESTART checkpoint
     # while our writers wait (4-17 ms here, mostly the database file's fsync). While the
     # service is busy (commits less than `quiet_gap_seconds` apart: under load, groups commit
-    # every millisecond or two) that pause would hold up every
-    # request in flight, so it waits for a quieter commit, up to `wal_busy_limit_pages` (1 GiB,
-    # PostgreSQL's default max_wal_size; about 10 s of full load here). Measured with
-    # bench/api_bench.py, 50 clients, ~100 MB of WAL a second, five runs each: restarting every
-    # 2-3 s gave a p99 of 8.7-11 ms, not restarting during the run 8.2-9.2 ms.
+    # every millisecond or two) that pause would hold up every request in flight, so it waits
+    # for a quieter commit, up to `wal_busy_limit_pages` (1 GiB, PostgreSQL's default
+    # max_wal_size; about 10 s of full load here). Measured with bench/api_bench.py, 50
+    # clients, ~100 MB of WAL a second, five runs each: restarting every 2-3 s gave a p99 of
+    # 8.7-11 ms, not restarting during the run 8.2-9.2 ms.
     wal_limit_pages = 64000
     wal_busy_limit_pages = 256000
     quiet_gap_seconds = 0.005
@@ -187,7 +187,7 @@ class SqliteWriter:
         self._commits = 0
         self._wal_pages = 0  # as the last PASSIVE checkpoint found it
         self._last_commit = 0.0  # loop time
-        self._checkpointing: asyncio.Future[int] | None = None
+        self._checkpointing: asyncio.Future[None] | None = None
         self._trimming: asyncio.Future[None] | None = None
         path = self.engine.url.database  # none for an in-memory database: nothing to copy
         self._checkpointer = Checkpointer(path) if path else None
@@ -250,32 +250,34 @@ class SqliteWriter:
                 self._wal_pages = 0
                 await self._checkpoint("RESTART")
             elif self._commits % CHECKPOINT_EVERY == 0 and self._checkpointing is None:
-                self._checkpointing = asyncio.ensure_future(self._checkpoint("PASSIVE"))
+                self._checkpointing = asyncio.ensure_future(self._copy_back())
+
+    async def _copy_back(self) -> None:
+        """A PASSIVE checkpoint, every CHECKPOINT_EVERY commits: it copies what it can without
+        blocking anyone. Under steady writes it never catches up, and the WAL starts over only
+        once all of it is copied; so the size it reports decides when a commit runs a RESTART
+        (see `commit`) and when the file is trimmed."""
+        try:
+            pages = await self._checkpoint("PASSIVE")
+        finally:
+            self._checkpointing = None
+        if pages < 0:
+            return
+        self._wal_pages = pages
+        if pages > self.wal_limit_pages and self._trimming is None:
+            # The file keeps its size when the WAL starts over: trimmed once idle.
+            self._trimming = asyncio.ensure_future(self._trim_when_idle())
 
     async def _checkpoint(self, mode: str) -> int:
-        """Copy the WAL back into the database on a worker thread. PASSIVE, every
-        CHECKPOINT_EVERY commits, copies what it can without blocking anyone; but under steady
-        writes it never catches up, and the WAL starts over only once all of it is copied. So
-        once the WAL is past `wal_limit_pages`, a commit runs a RESTART checkpoint while it
-        still holds the write lock, and the writer after it starts the WAL from the
-        beginning. Answers the WAL's size in pages, -1 when the checkpoint failed."""
+        """Copy the WAL back into the database on the checkpointer's thread; the WAL's size in
+        pages, or -1 when the checkpoint failed (logged: it is tried again later)."""
         if self._checkpointer is None:
-            return 0
-        pages = -1
+            return 0  # an in-memory database
         try:
-            pages = await self._checkpointer.run(mode)
-        except Exception as error:  # a missed checkpoint is tried again later
+            return await self._checkpointer.run(mode)
+        except Exception as error:
             log.warning("WAL checkpoint (%s) failed: %s", mode, type(error).__name__)
-        else:
-            if mode == "PASSIVE":
-                self._wal_pages = pages
-                if pages > self.wal_limit_pages and self._trimming is None:
-                    # The file keeps its size when the WAL starts over: trimmed once idle.
-                    self._trimming = asyncio.ensure_future(self._trim_when_idle())
-        finally:
-            if mode == "PASSIVE":
-                self._checkpointing = None
-        return pages
+            return -1
 
     async def _trim_when_idle(self) -> None:
         try:
