@@ -212,14 +212,15 @@ class ChatCallback:
 
 @dataclass(frozen=True)
 class ChatPrompt:
-    """A ForceReply prompt whose reply decides `task_id` (a deny reason, a free-text answer)."""
+    """A ForceReply prompt whose reply decides `task_id` (a deny reason, a free-text answer).
+    Ids are the platform's own, as text: Telegram's integers in decimal ("-100200300")."""
 
     channel: str
-    chat_id: int
-    message_id: int
+    chat_id: str
+    message_id: str
     task_id: str
     action: str
-    user_id: int
+    user_id: str
 
 
 @dataclass(frozen=True)
@@ -232,12 +233,13 @@ class Versioned:
 
 @dataclass(frozen=True)
 class DigestPage:
-    """One digest message listing many decisions of a chat."""
+    """One digest message listing many decisions of a chat (ids as text, like ChatPrompt's;
+    `message_id` is None until the message is sent)."""
 
     id: int
     channel: str
-    chat_id: int
-    message_id: int | None
+    chat_id: str
+    message_id: str | None
     task_ids: list[str]
     is_open: bool
     done: bool
@@ -262,7 +264,6 @@ class ChatState(Protocol):
         """Insert, keeping rows that exist (ids are derived, so a retry writes the same)."""
         ...
 
-    async def callback(self, callback_id: str) -> ChatCallback | None: ...
     async def callback_task(self, callback_id: str) -> tuple[ChatCallback, Task] | None:
         """The button and its task, in one read."""
         ...
@@ -280,46 +281,34 @@ class ChatState(Protocol):
         """Compare-and-swap the task's delivery record, saving `callbacks` with it."""
         ...
 
-    async def refs(self, channel: str, task_ids: Sequence[str]) -> dict[str, Versioned]: ...
     async def get_choice(self, channel: str, task_id: str) -> Versioned | None: ...
     async def swap_choice(
         self, channel: str, task_id: str, data: dict[str, Any], version: int
     ) -> bool: ...
     async def add_prompt(self, prompt: ChatPrompt, at: datetime) -> None: ...
-    async def prompt(self, channel: str, chat_id: int, message_id: int) -> ChatPrompt | None: ...
-    async def drop_prompt(self, channel: str, chat_id: int, message_id: int) -> bool: ...
-    async def add_to_digest(
-        self,
-        channel: str,
-        chat_id: int,
-        task_id: str,
-        page_size: int,
-        at: datetime,
-        fresh_for: float = 600.0,
-    ) -> DigestPage:
-        """Append to the chat's open page (a new one when it is full or older than
-        `fresh_for` seconds); atomic."""
-        ...
-
+    async def prompt(self, channel: str, chat_id: str, message_id: str) -> ChatPrompt | None: ...
+    async def drop_prompt(self, channel: str, chat_id: str, message_id: str) -> bool: ...
     async def join_digest(
         self,
         channel: str,
-        chat_id: int,
+        chat_id: str,
         task_id: str,
         page_size: int,
         at: datetime,
         ref: Versioned,
         fresh_for: float = 600.0,
     ) -> DigestPage | None:
-        """`add_to_digest` and the compare-and-swap of the task's delivery ref (recording the
-        page) in one transaction; None if the ref moved on."""
+        """Append the task to the chat's open digest page (a new one when it is full or older
+        than `fresh_for` seconds) and compare-and-swap the task's delivery ref to `ref.data`
+        plus the page id under "digest", in one transaction; None (nothing written) if the
+        ref moved on from `ref.version`."""
         ...
 
     async def tasks(self, task_ids: Sequence[str]) -> list[Task]:
         """Tasks by id, in the order given (a digest page's list, in one read)."""
         ...
 
-    async def digest_pages(self, channel: str, chat_id: int | None = None) -> list[DigestPage]:
+    async def digest_pages(self, channel: str, chat_id: str | None = None) -> list[DigestPage]:
         """Pages not yet done, oldest first."""
         ...
 
@@ -329,3 +318,13 @@ class ChatState(Protocol):
 
     async def get_page(self, page_id: int) -> DigestPage | None: ...
     async def swap_page(self, page_id: int, version: int, **changes: Any) -> bool: ...
+
+    async def get_record(self, channel: str, key: str) -> Versioned | None:
+        """A platform record the adapter names itself (a Slack run's thread, a send budget
+        shared by instances); None if absent."""
+        ...
+
+    async def swap_record(self, channel: str, key: str, data: dict[str, Any], version: int) -> bool:
+        """Compare-and-swap the record like `swap_ref`: write `data` if it is still at
+        `version` (0: insert it if absent); True for the one writer that won."""
+        ...

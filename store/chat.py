@@ -1,8 +1,9 @@
 """Chat adapters' state (implements bot.ports.ChatState) on the SqlStore's database.
 
 Writes go through `SqlStore.write()` so they take SQLite's single-writer lock like every other
-write. Records two instances might both write (message refs, multi-select toggles, digest pages)
-change by compare-and-swap on `version`: `UPDATE … WHERE version = :seen`, one winner.
+write. Records two instances might both write (message refs, multi-select toggles, digest pages,
+platform records) change by compare-and-swap on `version`: `UPDATE … WHERE version = :seen`, one
+winner. Chat, message and user ids are the platform's, as text (Telegram's integers in decimal).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from bot.domain import Task
 from bot.ports import ChatCallback, ChatPrompt, DigestPage, Versioned
 from store import convert as cv
 from store.sql import SqlStore
-from store.tx import CALLBACK, CHOICE, DIGEST, PROMPT, REF, TASK
+from store.tx import CALLBACK, CHOICE, DIGEST, PROMPT, RECORD, REF, TASK
 
 _PAGE_CHANGES = frozenset({"message_id", "task_ids", "is_open", "done", "shown", "lease_until"})
 
@@ -32,8 +33,8 @@ def _page(row: Any) -> DigestPage:
     return DigestPage(
         id=int(row["id"]),
         channel=row["channel"],
-        chat_id=int(row["chat_id"]),
-        message_id=None if row["message_id"] is None else int(row["message_id"]),
+        chat_id=row["chat_id"],
+        message_id=row["message_id"],
         task_ids=list(row["task_ids"] or []),
         is_open=bool(row["is_open"]),
         done=bool(row["done"]),
@@ -71,10 +72,6 @@ class ChatStore:
             await tx.conn.execute(
                 self._insert_ignoring(CALLBACK, self._callback_rows(callbacks, at))
             )
-
-    async def callback(self, callback_id: str) -> ChatCallback | None:
-        found = await self.callback_task(callback_id)
-        return found[0] if found else None
 
     async def callback_task(self, callback_id: str) -> tuple[ChatCallback, Task] | None:
         """The button and its task in one read (a press is on the hot path)."""
@@ -166,14 +163,6 @@ class ChatStore:
     ) -> bool:
         return await self._swap(REF, "data", channel, task_id, data, version, callbacks, at)
 
-    async def refs(self, channel: str, task_ids: Sequence[str]) -> dict[str, Versioned]:
-        if not task_ids:
-            return {}
-        stmt = sa.select(REF).where(REF.c.channel == channel, REF.c.task_id.in_(list(task_ids)))
-        async with self.engine.connect() as conn:
-            rows = (await conn.execute(stmt)).mappings().all()
-        return {r["task_id"]: Versioned(dict(r["data"] or {}), int(r["version"])) for r in rows}
-
     async def get_choice(self, channel: str, task_id: str) -> Versioned | None:
         row = await self._get(CHOICE, channel, task_id)
         return None if row is None else Versioned(dict(row["chosen"] or {}), int(row["version"]))
@@ -197,14 +186,14 @@ class ChatStore:
         async with self.store.write() as tx:
             await tx.conn.execute(self._insert_ignoring(PROMPT, [row]))
 
-    def _prompt_key(self, channel: str, chat_id: int, message_id: int) -> Any:
+    def _prompt_key(self, channel: str, chat_id: str, message_id: str) -> Any:
         return sa.and_(
             PROMPT.c.channel == channel,
             PROMPT.c.chat_id == chat_id,
             PROMPT.c.message_id == message_id,
         )
 
-    async def prompt(self, channel: str, chat_id: int, message_id: int) -> ChatPrompt | None:
+    async def prompt(self, channel: str, chat_id: str, message_id: str) -> ChatPrompt | None:
         row = await self._first(
             sa.select(PROMPT).where(self._prompt_key(channel, chat_id, message_id))
         )
@@ -212,14 +201,14 @@ class ChatStore:
             return None
         return ChatPrompt(
             row["channel"],
-            int(row["chat_id"]),
-            int(row["message_id"]),
+            row["chat_id"],
+            row["message_id"],
             row["task_id"],
             row["action"],
-            int(row["user_id"]),
+            row["user_id"],
         )
 
-    async def drop_prompt(self, channel: str, chat_id: int, message_id: int) -> bool:
+    async def drop_prompt(self, channel: str, chat_id: str, message_id: str) -> bool:
         """Delete the prompt; True for the one caller that removed it (a reply counts once)."""
         async with self.store.write() as tx:
             result = await tx.conn.execute(
@@ -232,7 +221,7 @@ class ChatStore:
         self,
         conn: AsyncConnection,
         channel: str,
-        chat_id: int,
+        chat_id: str,
         task_id: str,
         page_size: int,
         now: float,
@@ -303,34 +292,21 @@ class ChatStore:
         assert fresh is not None
         return _page(fresh)
 
-    async def add_to_digest(
-        self,
-        channel: str,
-        chat_id: int,
-        task_id: str,
-        page_size: int,
-        at: datetime,
-        fresh_for: float = 600.0,
-    ) -> DigestPage:
-        async with self.store.write() as tx:
-            return await self._join(
-                tx.conn, channel, chat_id, task_id, page_size, cv.ts(at), fresh_for
-            )
-
     async def join_digest(
         self,
         channel: str,
-        chat_id: int,
+        chat_id: str,
         task_id: str,
         page_size: int,
         at: datetime,
         ref: Versioned,
         fresh_for: float = 600.0,
     ) -> DigestPage | None:
-        """Add the task to a digest page and record that in its delivery ref, in one
-        transaction; None (and nothing written) if the ref is no longer at `ref.version`."""
+        """Add the task to a digest page and write `ref.data` with the page id under "digest" to
+        its delivery ref, in one transaction; None (and nothing written) if the ref is no longer
+        at `ref.version`. The platform's own fields (where it posted) are the caller's."""
         async with self.store.write() as tx:
-            data = {**ref.data, "chat_id": chat_id}
+            data = dict(ref.data)
             if ref.version == 0:
                 row = {"channel": channel, "task_id": task_id, "data": data, "version": 1}
                 result = await tx.conn.execute(self._insert_ignoring(REF, [row]))
@@ -366,7 +342,7 @@ class ChatStore:
         found = {r["id"]: cv.task(dict(r)) for r in rows}
         return [found[i] for i in task_ids if i in found]
 
-    async def digest_pages(self, channel: str, chat_id: int | None = None) -> list[DigestPage]:
+    async def digest_pages(self, channel: str, chat_id: str | None = None) -> list[DigestPage]:
         stmt = sa.select(DIGEST).where(DIGEST.c.channel == channel, DIGEST.c.done.is_(False))
         if chat_id is not None:
             stmt = stmt.where(DIGEST.c.chat_id == chat_id)
@@ -388,6 +364,38 @@ class ChatStore:
                 .where(DIGEST.c.id == page_id, DIGEST.c.version == version)
                 .values(**changes, version=version + 1)
             )
+        return bool(result.rowcount == 1)
+
+    # platform records --------------------------------------------------------------------------
+    async def get_record(self, channel: str, key: str) -> Versioned | None:
+        row = await self._first(
+            sa.select(RECORD).where(RECORD.c.channel == channel, RECORD.c.key == key)
+        )
+        return None if row is None else Versioned(dict(row["data"] or {}), int(row["version"]))
+
+    async def swap_record(self, channel: str, key: str, data: dict[str, Any], version: int) -> bool:
+        """Write `data` if the record is still at `version` (0: absent); True if we won."""
+        now = datetime.now(UTC).timestamp()
+        async with self.store.write() as tx:
+            if version == 0:
+                row = {
+                    "channel": channel,
+                    "key": key,
+                    "data": data,
+                    "version": 1,
+                    "updated_at": now,
+                }
+                result = await tx.conn.execute(self._insert_ignoring(RECORD, [row]))
+            else:
+                result = await tx.conn.execute(
+                    sa.update(RECORD)
+                    .where(
+                        RECORD.c.channel == channel,
+                        RECORD.c.key == key,
+                        RECORD.c.version == version,
+                    )
+                    .values(data=data, version=version + 1, updated_at=now)
+                )
         return bool(result.rowcount == 1)
 
 

@@ -238,7 +238,7 @@ class DeliveryRefRow(SQLModel, table=True):
     version: int = 0
 
 
-# Chat adapters' own state (Telegram; written through store/chat.py) -----------------------------
+# Chat adapters' own state (written through store/chat.py; platform ids as text) ---------------
 
 
 class ChatCallbackRow(SQLModel, table=True):
@@ -259,15 +259,11 @@ class ChatPromptRow(SQLModel, table=True):
 
     __tablename__ = "chat_prompt"
     channel: str = Field(primary_key=True, max_length=32)
-    chat_id: int = Field(
-        primary_key=True, sa_type=sa.BigInteger, sa_column_kwargs={"autoincrement": False}
-    )
-    message_id: int = Field(
-        primary_key=True, sa_type=sa.BigInteger, sa_column_kwargs={"autoincrement": False}
-    )
+    chat_id: str = Field(primary_key=True, max_length=64)
+    message_id: str = Field(primary_key=True, max_length=64)
     task_id: str = Field(index=True, max_length=40)
     action: str = Field(max_length=16)
-    user_id: int = Field(sa_type=sa.BigInteger)
+    user_id: str = Field(max_length=64)
     created_at: float
 
 
@@ -290,8 +286,8 @@ class ChatDigestRow(SQLModel, table=True):
     __table_args__ = (sa.Index("ix_chat_digest_active", "channel", "done", "chat_id"),)
     id: int | None = Field(default=None, primary_key=True)
     channel: str = Field(max_length=32)
-    chat_id: int = Field(sa_type=sa.BigInteger)
-    message_id: int | None = Field(default=None, sa_type=sa.BigInteger)
+    chat_id: str = Field(max_length=64)
+    message_id: str | None = Field(default=None, max_length=64)
     task_ids: Any = _json(nullable=False)
     is_open: bool = True
     done: bool = False
@@ -299,4 +295,16 @@ class ChatDigestRow(SQLModel, table=True):
     lease_until: float = 0.0
     version: int = 0
     created_at: float
+    updated_at: float
+
+
+class ChatRecordRow(SQLModel, table=True):
+    """A platform's own record under a key it names (a Slack run's thread, a send budget
+    shared by instances); compare-and-swap on `version` like the delivery refs."""
+
+    __tablename__ = "chat_record"
+    channel: str = Field(primary_key=True, max_length=32)
+    key: str = Field(primary_key=True, max_length=200)
+    data: Any = _json(nullable=False)
+    version: int = 0
     updated_at: float

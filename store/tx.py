@@ -44,6 +44,7 @@ from store.tables import (
     ChatChoiceRow,
     ChatDigestRow,
     ChatPromptRow,
+    ChatRecordRow,
     CredentialRow,
     DecisionLogRow,
     DeliveryRefRow,
@@ -82,6 +83,7 @@ CALLBACK = ChatCallbackRow.__table__  # type: ignore[attr-defined]
 PROMPT = ChatPromptRow.__table__  # type: ignore[attr-defined]
 CHOICE = ChatChoiceRow.__table__  # type: ignore[attr-defined]
 DIGEST = ChatDigestRow.__table__  # type: ignore[attr-defined]
+RECORD = ChatRecordRow.__table__  # type: ignore[attr-defined]
 REF = DeliveryRefRow.__table__  # type: ignore[attr-defined]
 # What chats keep per decision; purged with the rest of the bookkeeping (SqlStore.purge).
 PER_TASK_CHAT = (CALLBACK, PROMPT, CHOICE, REF)

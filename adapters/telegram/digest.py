@@ -76,7 +76,7 @@ class Digests:
     async def recover(self) -> None:
         """After a start: refresh every page not yet done (sent or not)."""
         for page in await self.adapter.chats.digest_pages(CHANNEL):
-            self.touch(page.chat_id)
+            self.touch(int(page.chat_id))
 
     async def stop(self) -> None:
         self._stopped = True
@@ -121,7 +121,7 @@ class Digests:
     async def refresh(self, chat_id: int, *, quiet: bool = True) -> None:
         """Send the pages that are due, then edit the sent ones that changed."""
         tuning = self.adapter.tuning
-        pages = await self.adapter.chats.digest_pages(CHANNEL, chat_id)
+        pages = await self.adapter.chats.digest_pages(CHANNEL, str(chat_id))
         now = time.monotonic()
         for page in pages:
             if page.message_id is not None:
@@ -161,18 +161,18 @@ class Digests:
         try:
             page = await chats.get_page(page_id)
             assert page is not None
-            await adapter.pacer.acquire(page.chat_id)
+            await adapter.pacer.acquire(int(page.chat_id))
             # Render after the wait: decisions keep joining the page until it leaves.
             page = await chats.get_page(page_id) or page
             text, markup, fingerprint, final = await self._render(page)
-            message = await adapter.send(page.chat_id, text, markup=markup, pace=False)
+            message = await adapter.send(int(page.chat_id), text, markup=markup, pace=False)
         except BaseException:
             await self._record(page_id, None, {"lease_until": 0.0})
             raise
         self._last_edit[page_id] = time.monotonic()
         # Sent pages take no more decisions: later ones start a page at the bottom of the
         # chat, where people look, and cost a message either way.
-        sent = {"message_id": message.message_id, "shown": fingerprint, "lease_until": 0.0}
+        sent = {"message_id": str(message.message_id), "shown": fingerprint, "lease_until": 0.0}
         await self._record(page_id, page.task_ids, {**sent, "is_open": False}, final)
 
     async def _edit(self, page: DigestPage, *, quiet: bool) -> None:
@@ -184,15 +184,15 @@ class Digests:
             # they settle, or after `digest_hold` at the latest, not one per ending.
             since = self._dirty_since.setdefault(page.id, time.monotonic())
             if time.monotonic() - since < adapter.tuning.digest_hold:
-                self._later(page.chat_id, adapter.tuning.digest_quiet)
+                self._later(int(page.chat_id), adapter.tuning.digest_quiet)
                 return
         self._dirty_since.pop(page.id, None)
         if fingerprint != page.shown:
-            await adapter.pacer.acquire(page.chat_id)
+            await adapter.pacer.acquire(int(page.chat_id))
             page = await adapter.chats.get_page(page.id) or page
             text, markup, fingerprint, final = await self._render(page)
             assert page.message_id is not None
-            await adapter.edit(page.chat_id, page.message_id, text, markup, pace=False)
+            await adapter.edit(int(page.chat_id), int(page.message_id), text, markup, pace=False)
             self._last_edit[page.id] = time.monotonic()
         elif not final:
             return
@@ -223,7 +223,7 @@ class Digests:
                 return
             values = dict(changes)
             if seen is not None and page.task_ids != seen:
-                self.touch(page.chat_id)
+                self.touch(int(page.chat_id))
             elif final:
                 values.update(done=True, is_open=False)
             if await self.adapter.chats.swap_page(page_id, page.version, **values):

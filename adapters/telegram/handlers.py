@@ -156,7 +156,9 @@ class Handlers:
             force_reply=placeholder,
             max_wait=10.0,
         )
-        record = ChatPrompt(CHANNEL, message.chat_id, prompt.message_id, task.id, action, user.id)
+        record = ChatPrompt(
+            CHANNEL, str(message.chat_id), str(prompt.message_id), task.id, action, str(user.id)
+        )
         await adapter.chats.add_prompt(record, adapter.now())
 
     # ForceReply replies ------------------------------------------------------------------------
@@ -165,7 +167,7 @@ class Handlers:
         if message is None or message.reply_to_message is None or not message.text:
             return
         adapter = self.adapter
-        chat_id, replied = message.chat_id, message.reply_to_message.message_id
+        chat_id, replied = str(message.chat_id), str(message.reply_to_message.message_id)
         prompt = await adapter.chats.prompt(CHANNEL, chat_id, replied)
         if prompt is None:
             return  # a reply to something else

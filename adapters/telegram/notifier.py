@@ -147,8 +147,9 @@ class TelegramNotifier:
             if adapter.should_coalesce(chat_id):
                 # Joining a digest is one transaction (page and ref together): no claim.
                 size = adapter.tuning.digest_page_size
+                seen = Versioned({**ref.data, "chat_id": chat_id}, ref.version)
                 page = await adapter.chats.join_digest(
-                    CHANNEL, chat_id, task.id, size, adapter.now(), ref
+                    CHANNEL, str(chat_id), task.id, size, adapter.now(), seen
                 )
                 if page is not None:
                     adapter.digests.added(chat_id)
