@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("PTB_TIMEDELTA", "true")
 
-from adapters.telegram import Limits, TelegramAdapter, Tuning  # noqa: E402
+from adapters.telegram import DigestTuning, Limits, TelegramAdapter, Tuning  # noqa: E402
 from bot.config import Settings  # noqa: E402
 from bot.core import Core  # noqa: E402
 from bot.service import CallSpec, RunSpec  # noqa: E402
@@ -127,8 +127,8 @@ async def until(predicate: Callable[[], bool], timeout: float, step: float = 0.0
 
 async def latencies(url: str | None, samples: int) -> None:
     store = await make_store(url)
-    relaxed = Limits(per_chat_interval=0.0001, per_chat_burst=10**6, global_per_second=10**6)
-    tuning = Tuning(coalesce_after_private=10**6, **LOCAL)  # type: ignore[arg-type]
+    relaxed = Limits(per_interval=0.0001, per_burst=10**6, global_per_second=10**6)
+    tuning = Tuning(digests=DigestTuning(coalesce_after=10**6), **LOCAL)  # type: ignore[arg-type]
     async with FakeTelegram(TOKEN) as fake:
         fake.add_chat(PERSON, "private")
         stamps = stamp_sends(fake)

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from adapters.telegram import Limits, TelegramAdapter, Tuning
+from adapters.telegram import DigestTuning, Limits, TelegramAdapter, Tuning
 from bot.clock import FakeClock
 from bot.config import Settings
 from bot.core import Core
@@ -34,10 +34,7 @@ FAST = Tuning(
     request_timeout=1.0,
     poll_timeout=0.5,
     verify_tls=False,  # plain http to 127.0.0.1: skipping CA loading saves ~0.1 s per client
-    digest_quiet=0.05,
-    digest_max_delay=0.3,
-    digest_hold=0.5,
-    digest_edit_interval=0.2,
+    digests=DigestTuning(quiet=0.05, max_delay=0.3, hold=0.5, edit_interval=0.2),
 )
 
 

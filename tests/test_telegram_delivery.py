@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from adapters.telegram import Limits, mount
+from adapters.telegram import DigestTuning, Limits, mount
 from bot.domain import OutboxItem
 from bot.masking import utf16_len
 from bot.service import CallSpec, RunSpec
@@ -69,7 +69,7 @@ async def test_nudges_reply_once_across_restarts(sqlite_store: SqlStore) -> None
             "out_again", "telegram", "nudge", task.id, task.run_id, WS,
             f"telegram:{task.id}:nudge:0", clock.now(), payload={"remaining": 3600, "seq": 0},
         )  # fmt: skip
-        await tg.adapter.notifier.deliver(item, task, await tg.adapter.run(task.run_id))  # type: ignore[arg-type]
+        await tg.adapter.notifier.deliver(item, task, await tg.adapter.link.run(task.run_id))  # type: ignore[arg-type]
         assert len(nudges(fake)) == 1
 
         await clock.advance(timedelta(minutes=50))
@@ -196,8 +196,9 @@ async def test_faults_every_decision_once_every_ending_shown(sqlite_store: SqlSt
     fake_kwargs = {"fault_rate": 0.2, "timeout_delay": 0.6, "fault_seed": 7}
     # One message per decision here (digests under faults: the burst test); pacing relaxed
     # since this fake does not enforce limits.
-    tuning = replace(FAST, request_timeout=0.3, coalesce_after=1000, max_post_wait=1000.0)
-    limits = Limits(per_chat_interval=0.01, per_chat_burst=100, group_per_window=10_000)
+    relaxed = replace(FAST.digests, max_post_wait=1000.0, coalesce_after=1000)
+    tuning = replace(FAST, request_timeout=0.3, digests=relaxed)
+    limits = Limits(per_interval=0.01, per_burst=100, window_count=10_000)
     async with tg_world(sqlite_store, fake=fake_kwargs, tuning=tuning, limits=limits) as tg:
         keys = [f"k{i}" for i in range(12)]
         for key in keys:
@@ -238,15 +239,9 @@ async def test_faults_every_decision_once_every_ending_shown(sqlite_store: SqlSt
 async def test_burst_is_coalesced_under_the_limits(sqlite_store: SqlStore) -> None:
     # Telegram's group limit (20/min) for real; the per-chat rate (1/s) five times faster on
     # both sides and the post wait shortened alike, so the test takes seconds, not a minute.
-    limits = Limits(per_chat_interval=0.25)  # a margin over the fake's 0.2 s for a loaded CI
-    tuning = replace(
-        FAST,
-        coalesce_after=5,
-        max_post_wait=0.5,
-        digest_quiet=0.3,
-        digest_max_delay=1.0,
-        digest_hold=2.0,
-    )
+    limits = Limits(per_interval=0.25)  # a margin over the fake's 0.2 s for a loaded CI
+    digests = DigestTuning(coalesce_after=5, max_post_wait=0.5, quiet=0.3, max_delay=1.0, hold=2.0)
+    tuning = replace(FAST, digests=replace(digests, edit_interval=0.2))
     async with tg_world(
         sqlite_store, fake={"enforce_rate_limits": True}, limits=limits, tuning=tuning
     ) as tg:
@@ -363,8 +358,8 @@ async def test_one_poller_among_instances_on_postgres(tmp_path: Path) -> None:
 
 
 async def test_digest_expand_and_endings(sqlite_store: SqlStore) -> None:
-    tuning = replace(FAST, coalesce_after=2)
-    limits = Limits(per_chat_interval=0.05, per_chat_burst=10)
+    tuning = replace(FAST, digests=replace(FAST.digests, coalesce_after=2))
+    limits = Limits(per_interval=0.05, per_burst=10)
     async with tg_world(sqlite_store, tuning=tuning, limits=limits) as tg:
         for key in ("k1", "k2", "k3", "k4"):
             await tg.park(key)

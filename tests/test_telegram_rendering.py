@@ -7,14 +7,15 @@ from typing import Any
 
 import pytest
 
+from adapters.chat.buttons import button_id as callback_id
+from adapters.chat.pacing import Limits, Pacer
 from adapters.telegram.format import (
     MAX_CALLBACK_BYTES,
-    callback_id,
     card_html,
     digest_html,
     visible_length,
 )
-from adapters.telegram.pacing import Limits, Pacer
+from adapters.telegram.platform import is_group
 from bot.domain import Run, Task
 from bot.masking import MASK, mask_text, mask_value, shorten, truncate_middle, utf16_len
 from bot.rendering import ACTIONS, render_decision, render_ending
@@ -188,14 +189,14 @@ class FakeTelegramLimits:
     group), to check the pacer's bookings against."""
 
     def __init__(self) -> None:
-        self.tokens: dict[int, tuple[float, float]] = {}
-        self.window: dict[int, list[float]] = {}
+        self.tokens: dict[str, tuple[float, float]] = {}
+        self.window: dict[str, list[float]] = {}
 
-    def accept(self, chat: int, t: float) -> bool:
+    def accept(self, chat: str, t: float) -> bool:
         tokens, last = self.tokens.get(chat, (3.0, t))
         tokens = min(3.0, tokens + (t - last))
         recent = [x for x in self.window.get(chat, []) if t - x < 60.0]
-        if tokens < 1.0 or (chat < 0 and len(recent) >= 20):
+        if tokens < 1.0 or (is_group(chat) and len(recent) >= 20):
             return False
         self.tokens[chat] = (tokens - 1.0, t)
         self.window[chat] = [*recent, t]
@@ -204,9 +205,9 @@ class FakeTelegramLimits:
 
 def test_pacer_bookings_never_hit_the_limits() -> None:
     now = [0.0]
-    pacer = Pacer(Limits(), clock=lambda: now[0])
+    pacer = Pacer(Limits(), clock=lambda: now[0], windowed=is_group)
     server = FakeTelegramLimits()
-    group, person = -100, 42
+    group, person = "-100", "42"
     times: list[float] = []
     for i in range(120):
         chat = group if i % 3 else person

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+from adapters.chat.digests import DigestTuning
+from adapters.chat.pacing import Limits
 from adapters.telegram.adapter import WEBHOOK_PATH, TelegramAdapter, Tuning
-from adapters.telegram.notifier import CHANNEL, TelegramNotifier
-from adapters.telegram.pacing import Limits
+from adapters.telegram.platform import CHANNEL
 from adapters.telegram.webhook import mount
 
 __all__ = [
     "CHANNEL",
     "WEBHOOK_PATH",
+    "DigestTuning",
     "Limits",
     "TelegramAdapter",
-    "TelegramNotifier",
     "Tuning",
     "mount",
 ]

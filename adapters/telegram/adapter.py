@@ -1,6 +1,6 @@
-"""The Telegram adapter assembled: python-telegram-bot's Application, the notifier, the handlers,
-digests and pacing, and what they share (the core's reads, rendering, button ids; the paced
-Telegram calls themselves are in calls.py).
+"""The Telegram adapter assembled: python-telegram-bot's Application (polling, its election
+among instances, or the webhook) and the shared chat layer (adapters/chat/) on a
+`TelegramPlatform` (platform.py).
 
 Built before the core (the core needs the notifier), bound to it after (`bind`), started after
 the HTTP server (webhook mode needs the route). Long polling is the default; in webhook mode
@@ -15,16 +15,12 @@ import contextlib
 import hmac
 import logging
 import re
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 from telegram import (
-    CallbackQuery,
-    InlineKeyboardMarkup,
-    Message,
     Update,
 )
 from telegram.error import InvalidToken, NetworkError, TelegramError
@@ -39,21 +35,23 @@ from telegram.ext import (
 )
 from telegram.request import HTTPXRequest
 
+from adapters.chat.buttons import Buttons, Choices
+from adapters.chat.cards import Cards
+from adapters.chat.context import CoreLink
+from adapters.chat.delivery import ChatNotifier
+from adapters.chat.digests import Digests, DigestTuning
+from adapters.chat.pacing import Budget, Limits
+from adapters.chat.presses import Presses
+from adapters.chat.redact import redact_everywhere
 from adapters.telegram.calls import TelegramCalls
-from adapters.telegram.digest import Digests
-from adapters.telegram.format import callback_id, card_html, keyboard
 from adapters.telegram.handlers import Handlers
-from adapters.telegram.notifier import CHANNEL, TelegramNotifier
-from adapters.telegram.pacing import Limits, Pacer, is_group
-from adapters.web.links import decision_url, inbox_url
+from adapters.telegram.platform import CHANNEL, TelegramPlatform, is_group
 from bot.config import ConfigError, Settings
-from bot.domain import Member, Principal, Run, Task
-from bot.ports import ChatCallback, ChatState, Versioned
-from bot.rendering import render_decision
+from bot.domain import Principal
+from bot.ports import ChatState
 
 if TYPE_CHECKING:
     from bot.core import Core
-    from bot.service import ApprovalService
 
 log = logging.getLogger(__name__)
 
@@ -61,55 +59,23 @@ WEBHOOK_PATH = "/telegram/webhook"
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 _SECRET_RE = re.compile(r"^[A-Za-z0-9_-]{1,256}$")
 _UPDATES = ["message", "callback_query"]
-ButtonId = tuple[str, str, int | None]  # task id, action, option
 
 
 @dataclass(frozen=True)
 class Tuning:
     """Knobs with production defaults; tests and the bench shorten the waits."""
 
-    coalesce_after: int = 8  # messages to a group in the last minute before digests take over
-    coalesce_after_private: int = 30  # the same for a person's private chat (1/s there)
-    max_post_wait: float = 1.0  # a post that would wait longer for its slot joins the digest
-    digest_page_size: int = 50
-    digest_quiet: float = 1.0  # a digest page goes out once no decision joined for this long…
-    digest_max_delay: float = 5.0  # …(looking at least this often while they keep coming)…
-    digest_hold: float = 10.0  # …or when its first decision has waited this long
-    digest_edit_interval: float = 5.0  # at most one edit per page in this many seconds
+    digests: DigestTuning = field(default_factory=DigestTuning)
     request_timeout: float = 10.0
     poll_timeout: float = 10.0
     election_interval: float = 5.0  # several instances: how often a standby tries to poll
     verify_tls: bool = True  # off only for a local fake Bot API in tests
 
 
-@dataclass(frozen=True)
-class Rendered:
-    text: str
-    markup: InlineKeyboardMarkup | None
-    callbacks: list[ChatCallback]  # button ids not saved yet
+class TelegramAdapter:
+    """The Telegram adapter assembled: python-telegram-bot's Application and the shared chat
+    layer's parts (notifier, presses, digests) on a `TelegramPlatform`."""
 
-
-class _Redact(logging.Filter):
-    """Keeps secrets out of log lines that pass through a handler (httpx logs request URLs,
-    and the Bot API puts the token in the URL)."""
-
-    def __init__(self, secrets: Iterable[str]) -> None:
-        super().__init__()
-        self.secrets = [s for s in secrets if s]
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        try:
-            message = record.getMessage()
-        except Exception:
-            return True
-        if any(s in message for s in self.secrets):
-            for secret in self.secrets:
-                message = message.replace(secret, "<redacted>")
-            record.msg, record.args = message, None
-        return True
-
-
-class TelegramAdapter(TelegramCalls):
     def __init__(
         self,
         settings: Settings,
@@ -117,14 +83,12 @@ class TelegramAdapter(TelegramCalls):
         *,
         limits: Limits | None = None,
         tuning: Tuning | None = None,
+        shared_budget: bool = False,
     ) -> None:
         self.config = settings.telegram
-        self.base_url = settings.server.base_url()
         self.chats = chats
         self.tuning = tuning or Tuning()
-        self.pacer = Pacer(limits)
-        self.core: Core | None = None
-        self.retry_afters = 0  # 429s received (the bench reports them; the target is 0)
+        self.link = CoreLink(settings.server.base_url())
         token = self.config.token.get_secret_value()
         if not token:
             raise ConfigError("telegram.token: required when telegram.enabled is true")
@@ -134,18 +98,44 @@ class TelegramAdapter(TelegramCalls):
                 "telegram.webhook_secret: webhook mode needs 1-256 characters of A-Z a-z 0-9 _ -"
             )
         # Before PTB is built: it logs the API URL (with the token) at DEBUG when it is.
-        redact = _Redact(self._secrets)
-        for handler in logging.getLogger().handlers:
-            handler.addFilter(redact)
+        redact_everywhere(self._secrets)
         logging.getLogger("httpx").setLevel(logging.WARNING)  # it logs every URL at INFO
-        self.notifier = TelegramNotifier(self)
-        self.digests = Digests(self)
-        self.handlers = Handlers(self)
+        # Several instances on one database share the bot's budget (one bucket per chat).
+        self.budget = Budget(
+            CHANNEL, limits, shared=chats if shared_budget else None, windowed=is_group
+        )
+        self.calls = TelegramCalls(lambda: self.application.bot, self.budget)
+        self.platform = TelegramPlatform(
+            self.config, self.calls, chats, self.link, lambda: self.running
+        )
+        buttons = Buttons(CHANNEL, chats, lambda: self.link.service.secret, self.link.now)
+        cards = Cards(self.link, buttons, Choices(CHANNEL, chats))
+        self.notifier = ChatNotifier(self.platform, chats, self.link, cards)
+        self.digests = Digests(
+            self.platform, chats, self.link, buttons, self.budget, self.notifier.post_alone,
+            self.tuning.digests,
+        )  # fmt: skip
+        self.notifier.coalescer = self.digests
+        self.presses = Presses(
+            self.platform, chats, self.link, cards, self._member_of,
+            touch=self.digests.touch, expand=self.notifier.expand,
+        )  # fmt: skip
+        self.handlers = Handlers(self.presses, chats, self.calls)
         self.application = self._build(token)
         self._started = False
-        self._saved: set[str] = set()
         self._poll_lock = chats.poll_lock(f"telegram:{token.split(':', 1)[0]}")
         self._election: asyncio.Task[None] | None = None
+
+    @property
+    def retry_afters(self) -> int:
+        return self.calls.retry_afters
+
+    async def _member_of(self, user: str, workspace_id: str) -> Principal | None:
+        try:
+            user_id = int(user)
+        except ValueError:
+            return None
+        return await self.link.member(workspace_id, telegram_user_id=user_id)
 
     def _build(self, token: str) -> Application[Any, Any, Any, Any, Any, Any]:
         timeout = self.tuning.request_timeout
@@ -182,7 +172,7 @@ class TelegramAdapter(TelegramCalls):
 
     # lifecycle ---------------------------------------------------------------------------------
     def bind(self, core: Core) -> None:
-        self.core = core
+        self.link.bind(core)
 
     @property
     def running(self) -> bool:
@@ -200,7 +190,7 @@ class TelegramAdapter(TelegramCalls):
         await self.application.start()
         if self.config.mode == "webhook":
             await self.application.bot.set_webhook(
-                self.base_url + WEBHOOK_PATH,
+                self.link.base_url + WEBHOOK_PATH,
                 secret_token=self._secrets[1],
                 allowed_updates=_UPDATES,
             )
@@ -281,166 +271,6 @@ class TelegramAdapter(TelegramCalls):
         update = Update.de_json(data, self.application.bot)
         await self.application.process_update(update)
         return web.Response()
-
-    # the core, read through ------------------------------------------------------------------
-    @property
-    def bound(self) -> Core:
-        if self.core is None:
-            raise RuntimeError("the Telegram adapter is not bound to a core yet")
-        return self.core
-
-    @property
-    def service(self) -> ApprovalService:
-        return self.bound.service
-
-    def now(self) -> datetime:
-        return self.bound.clock.now()
-
-    def chat_for(self, workspace_id: str) -> int | None:
-        return self.config.workspace_chats.get(workspace_id, self.config.chat_id)
-
-    def inbox_url(self) -> str:
-        return inbox_url(self.base_url)
-
-    async def task(self, task_id: str) -> Task | None:
-        async with self.bound.store.read() as tx:
-            return await tx.get_task_by_id(task_id)
-
-    async def run(self, run_id: str) -> Run | None:
-        async with self.bound.store.read() as tx:
-            return await tx.get_run(run_id)
-
-    async def members(self, workspace_id: str) -> list[Member]:
-        async with self.bound.store.read() as tx:
-            return await tx.list_members(workspace_id)
-
-    async def member(self, telegram_user_id: int, workspace_id: str) -> Principal | None:
-        return await self.bound.admin.member_by_chat(
-            telegram_user_id=telegram_user_id, workspace_id=workspace_id
-        )
-
-    def should_coalesce(self, chat_id: int) -> bool:
-        """True when a new decision should join the chat's digest rather than be posted alone:
-        a digest is filling, the chat had its share of messages this minute, or the next slot
-        is too far away."""
-        t = self.tuning
-        limit = t.coalesce_after if is_group(chat_id) else t.coalesce_after_private
-        return (
-            self.digests.active(chat_id)
-            or self.pacer.recent(chat_id) >= limit
-            or self.pacer.estimate(chat_id) > t.max_post_wait
-        )
-
-    # callbacks and multi-select state -------------------------------------------------------
-    def callbacks_for(
-        self, keys: Sequence[ButtonId]
-    ) -> tuple[dict[ButtonId, str], list[ChatCallback]]:
-        """The buttons' ids, and those not known to be saved yet."""
-        secret = self.service.secret
-        ids = {key: callback_id(secret, *key) for key in keys}
-        missing = [
-            ChatCallback(ids[key], CHANNEL, key[0], key[1], key[2])
-            for key in keys
-            if ids[key] not in self._saved
-        ]
-        return ids, missing
-
-    def remember(self, saved: Sequence[ChatCallback]) -> None:
-        if len(self._saved) > 200_000:
-            self._saved.clear()
-        self._saved.update(c.id for c in saved)
-
-    async def ensure_callbacks(self, keys: Sequence[ButtonId]) -> dict[ButtonId, str]:
-        ids, missing = self.callbacks_for(keys)
-        if missing:
-            await self.chats.save_callbacks(missing, self.now())
-            self.remember(missing)
-        return ids
-
-    async def chosen(self, task_id: str) -> set[int]:
-        ref = await self.chats.get_choice(CHANNEL, task_id)
-        return set(ref.data.get("chosen", [])) if ref else set()
-
-    async def toggle(self, task_id: str, index: int) -> set[int]:
-        for _ in range(50):
-            ref = await self.chats.get_choice(CHANNEL, task_id) or Versioned({}, 0)
-            chosen = set(ref.data.get("chosen", [])) ^ {index}
-            if await self.chats.swap_choice(
-                CHANNEL, task_id, {"chosen": sorted(chosen)}, ref.version
-            ):
-                return chosen
-        raise RuntimeError("multi-select state kept changing under us")
-
-    # decisions as messages -------------------------------------------------------------------
-    async def prepare(self, task: Task, run: Run, chosen: frozenset[int] | None = None) -> Rendered:
-        """The decision's message, and the button ids still to be saved (by the caller, in
-        whatever transaction suits it)."""
-        if chosen is None:
-            chosen = frozenset(await self.chosen(task.id)) if task.kind == "ask" else frozenset()
-        url = decision_url(self.base_url, run.id, task.key)
-        card = render_decision(task, run, self.now(), url, chosen=chosen)
-        keys = [(task.id, b.action, b.option) for row in card.buttons for b in row]
-        ids, missing = self.callbacks_for(keys)
-        by_button = {(action, option): value for (_, action, option), value in ids.items()}
-        return Rendered(card_html(card), keyboard(card.buttons, by_button), missing)
-
-    async def render(self, task: Task, run: Run) -> tuple[str, InlineKeyboardMarkup | None]:
-        rendered = await self.prepare(task, run)
-        if rendered.callbacks:
-            await self.chats.save_callbacks(rendered.callbacks, self.now())
-            self.remember(rendered.callbacks)
-        return rendered.text, rendered.markup
-
-    async def send_decision(
-        self,
-        chat_id: int,
-        task: Task,
-        run: Run,
-        *,
-        reply_to: int | None = None,
-        max_wait: float | None = None,
-    ) -> Message:
-        text, markup = await self.render(task, run)
-        return await self.send(chat_id, text, markup=markup, reply_to=reply_to, max_wait=max_wait)
-
-    async def refresh_message(
-        self, chat_id: int, message_id: int, task: Task, run: Run, *, max_wait: float | None
-    ) -> bool:
-        text, markup = await self.render(task, run)
-        return await self.edit(chat_id, message_id, text, markup, max_wait=max_wait)
-
-    async def refresh_pressed(self, message: Message, task: Task, max_wait: float = 5.0) -> None:
-        """Bring a pressed message up to date: a decision's own message is re-rendered, a
-        digest page refreshed by its worker. Best effort: the ending's own item follows."""
-        ref = await self.chats.get_ref(CHANNEL, task.id)
-        if ref is None or message.message_id not in ref.data.get("messages", []):
-            self.digests.touch(message.chat_id)
-            return
-        run = await self.run(task.run_id)
-        if run is None:
-            return
-        try:
-            await self.refresh_message(
-                message.chat_id, message.message_id, task, run, max_wait=max_wait
-            )
-        except Exception as error:  # best effort: the ending's own item edits it too
-            log.info("could not refresh a pressed message (%s)", type(error).__name__)
-
-    async def expand(self, query: CallbackQuery, task: Task) -> bool:
-        """🔎 on a digest: post the decision as a message of its own, below the digest.
-        False if it is out on its own already."""
-        message = query.message
-        run = await self.run(task.run_id)
-        if not isinstance(message, Message) or run is None:
-            return False
-        ref = await self.chats.get_ref(CHANNEL, task.id)
-        if ref is not None and ref.data.get("messages"):
-            return False
-        sent = await self.send_decision(
-            message.chat_id, task, run, reply_to=message.message_id, max_wait=10.0
-        )
-        await self.notifier.add_message(task.id, message.chat_id, sent)
-        return True
 
 
 def _safe_exc_info(error: BaseException | None) -> Any:

@@ -1,4 +1,5 @@
-"""The Telegram calls the adapter makes, each paced (pacing.py) and with 429s honoured.
+"""The Telegram calls the adapter makes, each paced (adapters/chat/pacing.py) and with 429s
+honoured.
 
 Sends and edits wait for the chat's next slot (or give up with `Busy` past `max_wait`, so the
 caller can coalesce or retry later); a `RetryAfter` pauses the chat for as long as Telegram says
@@ -16,6 +17,7 @@ from datetime import timedelta
 from typing import Any, TypeVar
 
 from telegram import (
+    Bot,
     CallbackQuery,
     ForceReply,
     InlineKeyboardMarkup,
@@ -25,10 +27,9 @@ from telegram import (
 )
 from telegram.constants import ParseMode
 from telegram.error import BadRequest, NetworkError, RetryAfter
-from telegram.ext import Application
 
+from adapters.chat.pacing import Budget
 from adapters.telegram.format import esc
-from adapters.telegram.pacing import Pacer
 from bot.masking import shorten
 
 log = logging.getLogger(__name__)
@@ -43,22 +44,24 @@ def retry_seconds(error: RetryAfter) -> float:
 
 
 class TelegramCalls:
-    application: Application[Any, Any, Any, Any, Any, Any]
-    pacer: Pacer
-    retry_afters: int  # 429s received (the bench reports them; the target is 0)
+    def __init__(self, bot: Callable[[], Bot], budget: Budget) -> None:
+        self._bot = bot  # the application's, once built
+        self.budget = budget
+        self.retry_afters = 0  # 429s received (the bench reports them; the target is 0)
 
     async def _paced(
-        self, chat_id: int, call: Callable[[], Awaitable[T]], max_wait: float | None, pace: bool
-    ) -> T:
+        self, chat_id: int, call: Callable[[], Awaitable[T]], max_wait: float | None, pace: bool,
+        post: bool = False,
+    ) -> T:  # fmt: skip
         for attempt in range(4):
             if pace or attempt:
-                await self.pacer.acquire(chat_id, max_wait)
+                await self.budget.acquire(str(chat_id), max_wait, post and not attempt)
             try:
                 return await call()
             except RetryAfter as error:
                 seconds = retry_seconds(error)
                 self.retry_afters += 1
-                self.pacer.penalise(chat_id, seconds)
+                await self.budget.penalise(str(chat_id), seconds)
                 if attempt == 3 or (max_wait is not None and seconds > max_wait):
                     raise
         raise AssertionError("unreachable")
@@ -73,6 +76,7 @@ class TelegramCalls:
         force_reply: str | None = None,
         max_wait: float | None = None,
         pace: bool = True,
+        decision: bool = False,
     ) -> Message:
         reply_markup: InlineKeyboardMarkup | ForceReply | None = markup
         if force_reply is not None:
@@ -82,7 +86,7 @@ class TelegramCalls:
             if reply_to is not None
             else None
         )
-        bot = self.application.bot
+        bot = self._bot()
 
         async def call() -> Message:
             sent: Message = await bot.send_message(
@@ -95,7 +99,7 @@ class TelegramCalls:
             )
             return sent
 
-        return await self._paced(chat_id, call, max_wait, pace)
+        return await self._paced(chat_id, call, max_wait, pace, decision)
 
     async def edit(
         self,
@@ -109,7 +113,7 @@ class TelegramCalls:
     ) -> bool:
         """Edit a message; True if it shows `text` now. A message gone or no longer editable
         is not an error worth retrying (False)."""
-        bot = self.application.bot
+        bot = self._bot()
 
         async def call() -> None:
             await bot.edit_message_text(

@@ -8,9 +8,6 @@ question's prompt) is cut head-and-tail to fit, pointing at the full view on the
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import hmac
 import html
 import re
 from collections.abc import Mapping, Sequence
@@ -25,7 +22,6 @@ from bot.rendering import Button, Card, Outcome, digest_line, render_ending
 
 MAX_TEXT = 4096
 MAX_CALLBACK_BYTES = 64
-CALLBACK_ID_LENGTH = 16  # 96 bits of HMAC, base64url: far under the 64-byte limit
 _SLACK = 24  # room for trimming differences and the cut marker's digits
 _TAG = re.compile(r"<[^>]*>")
 
@@ -39,15 +35,6 @@ def esc(text: str) -> str:
 def visible_length(markup: str) -> int:
     """What Telegram counts: tags removed, entities decoded, whitespace trimmed, UTF-16."""
     return utf16_len(html.unescape(_TAG.sub("", markup)).strip())
-
-
-def callback_id(secret: str, task_id: str, action: str, option: int | None) -> str:
-    """An opaque, unguessable id for one button. Derived (not random) so that a retried post,
-    or two instances rendering the same decision, agree on it without coordination."""
-    digest = hmac.new(
-        secret.encode(), f"{task_id}|{action}|{option}".encode(), hashlib.sha256
-    ).digest()
-    return base64.urlsafe_b64encode(digest).decode()[:CALLBACK_ID_LENGTH]
 
 
 def keyboard(

@@ -30,7 +30,8 @@ async def serve_forever(settings: Settings, ready: asyncio.Event | None = None) 
         from adapters.telegram import TelegramAdapter
         from store.chat import ChatStore
 
-        telegram = TelegramAdapter(settings, ChatStore(store))
+        # Several instances on one PostgreSQL database share the bot's sending budget.
+        telegram = TelegramAdapter(settings, ChatStore(store), shared_budget=store.postgres)
     notifiers = {telegram.notifier.name: telegram.notifier} if telegram else {}
     core = await Core.build(store, settings, notifiers=notifiers)
     if telegram is not None:

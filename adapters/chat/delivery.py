@@ -1,0 +1,247 @@
+"""The Notifier port for every chat platform: posts decisions, shows endings, sends nudges.
+
+The outbox relay hands each item here, possibly more than once (a crash between sending and
+marking it done) and possibly to two instances at once (a lease that ran out). What was sent is
+recorded per decision in its delivery record (records.py) and every step is claimed there
+first by compare-and-swap, so a redelivered item finds its message and sends nothing, and two
+instances never both post. A post that failed in a way that may have sent it after all (a
+timeout) is retried with `maybe_sent`, so a platform that can look for it does so first.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import replace
+from typing import Any, Protocol
+
+from adapters.chat.cards import Cards
+from adapters.chat.context import CoreLink
+from adapters.chat.port import MessageRef, Notice, NotYet, Place, Platform, Post, Press
+from adapters.chat.records import Delivery, swap
+from bot.domain import OutboxItem, Run, Task
+from bot.durations import format_duration
+from bot.ports import ChatCallback, ChatState, Versioned
+
+log = logging.getLogger(__name__)
+
+
+class Coalescer(Protocol):
+    """Digests: many decisions on one message when a place gets more than it can take."""
+
+    async def should_coalesce(self, place: Place) -> bool: ...
+
+    async def join(self, task: Task, place: Place, seen: Versioned) -> bool:
+        """List the task on the place's digest page, recording it in the delivery record
+        (still at `seen.version`) in the same write; False if the record moved on."""
+        ...
+
+    def touch(self, place: Place) -> None:
+        """Something listed on a page of this place changed: refresh it soon."""
+        ...
+
+
+class ChatNotifier:
+    def __init__(
+        self, platform: Platform, chats: ChatState, link: CoreLink, cards: Cards,
+        coalescer: Coalescer | None = None,
+    ) -> None:  # fmt: skip
+        self.platform = platform
+        self.name = platform.name
+        self.chats = chats
+        self.link = link
+        self.cards = cards
+        self.coalescer = coalescer
+
+    async def healthy(self) -> bool:
+        return await self.platform.healthy()
+
+    async def deliver(self, item: OutboxItem, task: Task, run: Run) -> None:
+        place = self.platform.place_for(task.workspace_id)
+        if place is None:
+            if item.kind == "posted":  # remembered, so a place configured later skips it too
+                await self.chats.swap_ref(self.name, task.id, {"skipped": True}, 0)
+            return  # nowhere to show this workspace's decisions
+        if not await self.platform.healthy():
+            raise NotYet(f"the {self.name} adapter is not running")
+        if item.kind == "posted":
+            await self.post(task, run, place)
+        elif item.kind == "ended":
+            await self.show_ending(task)
+        elif item.kind == "nudge":
+            await self.nudge(task, int(item.payload.get("seq", 0)))
+
+    # the delivery record -------------------------------------------------------------------------
+    async def record(self, task_id: str) -> Versioned:
+        return await self.chats.get_ref(self.name, task_id) or Versioned({}, 0)
+
+    async def update(self, task_id: str, change: Any) -> None:
+        """Apply `change` (Delivery -> Delivery) to the task's record, whatever its version."""
+        await swap(
+            lambda: self.chats.get_ref(self.name, task_id),
+            lambda data, version: self.chats.swap_ref(self.name, task_id, data, version),
+            lambda data: change(Delivery.of(data)).data(),
+        )
+
+    async def _coalesce(self, place: Place) -> bool:
+        return self.coalescer is not None and await self.coalescer.should_coalesce(place)
+
+    # posting -----------------------------------------------------------------------------------
+    async def post(self, task: Task, run: Run, place: Place) -> None:
+        """Post the decision as the relay read it (an ending since then comes with its own
+        item, which waits for this post). The hot path: one write to claim (with the buttons'
+        ids), the send, one write to record it."""
+        if not await self._coalesce(place):
+            # The usual case, a first delivery: claim by creating the record, in the same
+            # write as the buttons' ids; only if it exists already, look at it.
+            post, missing = await self.cards.render(task, run, frozenset())
+            claimed = Delivery(attempts=1).claim("post", time.time())
+            if await self.chats.swap_ref(
+                self.name, task.id, claimed.data(), 0, missing, self.link.now()
+            ):
+                await self._send_post(task, run, place, post, missing, claimed, 1)
+                return
+        for _ in range(10):
+            seen = await self.record(task.id)
+            delivery = Delivery.of(seen.data)
+            if delivery.shown:
+                return  # delivered before (a redelivered item)
+            if delivery.claimed("post", time.time()):
+                raise NotYet("being posted elsewhere")
+            if self.coalescer is not None and await self._coalesce(place):
+                # Joining a digest is one transaction (page and record together): no claim.
+                if await self.coalescer.join(task, place, seen):
+                    return
+                continue
+            post, missing = await self.cards.render(task, run, frozenset())
+            if delivery.attempts:
+                post = replace(post, maybe_sent=True)
+            claimed = replace(delivery, attempts=delivery.attempts + 1).claim("post", time.time())
+            if await self.chats.swap_ref(
+                self.name, task.id, claimed.data(), seen.version, missing, self.link.now()
+            ):
+                await self._send_post(task, run, place, post, missing, claimed, seen.version + 1)
+                return
+        raise NotYet("the delivery record kept changing")
+
+    async def _send_post(
+        self, task: Task, run: Run, place: Place, post: Post, saved: list[ChatCallback],
+        claimed: Delivery, version: int,
+    ) -> None:  # fmt: skip
+        """Send the claimed post and record its message (releasing the claim on failure)."""
+        self.cards.buttons.remember(saved)
+        try:
+            target = await self.platform.open_thread(run, place)
+            sent = await self.platform.post(target, post)
+        except BaseException:
+            await self.update(task.id, lambda d: d.release("post"))
+            raise
+
+        def record(d: Delivery) -> Delivery:
+            posted = replace(d, place=target, messages=(sent.id,), ended=not task.parked)
+            return posted.release("post")
+
+        if not await self.chats.swap_ref(self.name, task.id, record(claimed).data(), version):
+            await self.update(task.id, record)  # it changed meanwhile (a nudge's claim…)
+
+    async def post_alone(
+        self, task: Task, place: Place, reply_to: MessageRef | None = None
+    ) -> bool:
+        """Post a decision listed on a digest page as a message of its own (🔎, or a page
+        left with one decision); False if it has one already."""
+        if Delivery.of((await self.record(task.id)).data).messages:
+            return False
+        run = await self.link.run(task.run_id)
+        if run is None:
+            return False
+        post = await self.cards.rendered(task, run)
+        target = await self.platform.open_thread(run, place)
+        sent = await self.platform.post(target, post, reply_to=reply_to, max_wait=10.0)
+
+        def add(d: Delivery) -> Delivery:
+            return replace(d, place=d.place or target, messages=(*d.messages, sent.id))
+
+        await self.update(task.id, add)
+        return True
+
+    async def expand(self, press: Press, task: Task) -> bool:
+        if press.message is None:
+            return False
+        return await self.post_alone(task, Place(press.message.chat), press.message)
+
+    # endings -----------------------------------------------------------------------------------
+    async def show_ending(self, task: Task) -> None:
+        delivery = Delivery.of((await self.record(task.id)).data)
+        if delivery.skipped:
+            return  # posted nowhere: its workspace had no place then
+        if not delivery.shown or delivery.place is None:
+            # Not posted yet: its "posted" item (older, so normally first) is pending or in
+            # flight. Come back after it: it may post the waiting view.
+            raise NotYet("the decision is not posted yet")
+        if delivery.digest is not None and self.coalescer is not None:
+            self.coalescer.touch(delivery.place)
+        if delivery.ended or not delivery.messages:
+            return
+        fresh = await self.link.task(task.id) or task
+        run = await self.link.run(fresh.run_id)
+        if run is None:
+            return
+        for ref in delivery.refs():
+            await self.cards.show(self.platform, ref, fresh, run, max_wait=30.0)
+        await self.update(task.id, lambda d: replace(d, ended=True))
+        try:  # the run's thread shows one open decision less
+            await self.platform.open_thread(run, Place(delivery.place.chat))
+        except Exception as error:  # the count is cosmetic: the next change corrects it
+            log.info("%s: could not update a run's thread (%s)", self.name, type(error).__name__)
+
+    # nudges ------------------------------------------------------------------------------------
+    async def nudge(self, task: Task, seq: int) -> None:
+        """Remind the approvers, once per nudge number, in reply to the decision."""
+        fresh = await self.link.task(task.id) or task
+        if not fresh.parked or fresh.deadline is None:
+            return  # ended since the clock fired: the ending says it
+        delivery = Delivery.of((await self.record(task.id)).data)
+        if delivery.skipped:
+            return
+        if not delivery.shown or delivery.place is None:
+            raise NotYet("the decision is not posted yet")
+        step, key, now = f"nudge:{seq}", str(seq), time.time()
+        if key in delivery.nudges:
+            return
+        if delivery.claimed(step, now):
+            raise NotYet(f"{step} in flight elsewhere")
+        claimed = await swap(
+            lambda: self.chats.get_ref(self.name, task.id),
+            lambda data, version: self.chats.swap_ref(self.name, task.id, data, version),
+            lambda data: _claim(Delivery.of(data), step, key, now),
+        )
+        if claimed is None:
+            return  # done meanwhile, by another instance
+        try:
+            message_id = ""
+            refs = delivery.refs()
+            if refs:
+                left = format_duration(fresh.deadline - self.link.now())
+                members = await self.link.members(fresh.workspace_id)
+                mentions = tuple(m for m in map(self.platform.mention, members) if m)
+                what = "question" if fresh.kind == "ask" else fresh.tool
+                notice = Notice(f"expires in {left}", bold=what, mentions=mentions, icon="⏰")
+                place = Place(refs[0].chat, refs[0].thread)
+                sent = await self.platform.post(place, notice, reply_to=refs[0], max_wait=30.0)
+                message_id = sent.id
+            elif self.coalescer is not None:  # on a digest: its line shows the time left
+                self.coalescer.touch(delivery.place)
+        except BaseException:
+            await self.update(task.id, lambda d: d.release(step))
+            raise
+        await self.update(
+            task.id, lambda d: replace(d, nudges={**d.nudges, key: message_id}).release(step)
+        )
+
+
+def _claim(delivery: Delivery, step: str, key: str, now: float) -> dict[str, Any] | None:
+    if key in delivery.nudges:
+        return None
+    if delivery.claimed(step, now):
+        raise NotYet(f"{step} in flight elsewhere")
+    return delivery.claim(step, now).data()

@@ -1,0 +1,202 @@
+"""Presses and typed text turned into core calls, the same on every platform.
+
+Nothing a client sends is trusted: a button carries only an opaque id, looked up in the store
+for the task and the action; the presser is mapped to a member of the task's workspace by
+their platform identity, and the core decides whether the action is allowed. Every refusal is
+a short private answer to the person, never an error in the chat.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from adapters.chat.cards import Cards
+from adapters.chat.context import CoreLink
+from adapters.chat.port import Place, Platform, Press
+from adapters.chat.records import Delivery
+from bot import errors
+from bot.domain import Principal, Task
+from bot.errors import ApprovalError
+from bot.masking import shorten
+from bot.ports import ChatCallback, ChatState
+from bot.rendering import render_ending
+
+log = logging.getLogger(__name__)
+
+NOT_APPROVER = "You are not an approver here"
+EXPIRED_BUTTON = "This button is no longer valid."
+NOTICE_LENGTH = 190
+MemberOf = Callable[[str, str], Awaitable[Principal | None]]  # (user id, workspace) -> member
+Expand = Callable[[Press, Task], Awaitable[bool]]
+
+
+def question_options(task: Task) -> list[str]:
+    question: Any = task.tool_input if isinstance(task.tool_input, dict) else {}
+    options = question.get("options")
+    return [str(o) for o in options] if isinstance(options, list) else []
+
+
+class Presses:
+    def __init__(
+        self, platform: Platform, chats: ChatState, link: CoreLink, cards: Cards,
+        member_of: MemberOf, *, touch: Callable[[Place], None] | None = None,
+        expand: Expand | None = None,
+    ) -> None:  # fmt: skip
+        self.platform = platform
+        self.via = platform.name
+        self.chats = chats
+        self.link = link
+        self.cards = cards
+        self.member_of = member_of
+        self._touch = touch  # a digest page changed (a press on a digest)
+        self._expand = expand  # 🔎 on a digest: post one decision in full
+
+    def already(self, task: Task) -> str:
+        """E.g. "Already approved by alice 3 min ago"."""
+        outcome = render_ending(task)
+        return (
+            shorten(f"Already {outcome.ago(self.link.now())}", NOTICE_LENGTH)
+            if outcome
+            else ("Already decided")
+        )
+
+    async def on_press(self, press: Press) -> None:
+        found = await self.chats.callback_task(press.button)
+        if found is None or found[0].channel != self.via:
+            await self.platform.tell(press, EXPIRED_BUTTON)
+            return
+        callback, task = found
+        member = await self.member_of(press.user, task.workspace_id)
+        if member is None:
+            await self.platform.tell(press, NOT_APPROVER, alert=True)
+            return
+        if not task.parked:
+            await self.stale(press, task)
+            return
+        try:
+            notice = await self._act(press, callback, task, member)
+        except ApprovalError as error:
+            if error.code == errors.ALREADY_DECIDED:
+                await self.stale(press, await self.link.task(task.id) or task)
+                return
+            notice = shorten(error.detail, NOTICE_LENGTH)
+        if notice:
+            await self.platform.tell(press, notice)
+
+    async def stale(self, press: Press, task: Task) -> None:
+        """A press on an ended decision: say who ended it and show it ended."""
+        await self.platform.tell(press, self.already(task))
+        await self.refresh(press, task)
+
+    async def refresh(self, press: Press, task: Task, max_wait: float = 5.0) -> None:
+        """Bring a pressed message up to date: a decision's own message is re-rendered, a
+        digest page refreshed by its worker. Best effort: the ending's own item follows."""
+        message = press.message
+        if message is None:
+            return
+        ref = await self.chats.get_ref(self.via, task.id)
+        delivery = Delivery.of(ref.data if ref else {})
+        if message.id not in delivery.messages:
+            if self._touch is not None:
+                self._touch(Place(message.chat))
+            return
+        run = await self.link.run(task.run_id)
+        if run is None:
+            return
+        try:
+            await self.cards.show(self.platform, message, task, run, max_wait=max_wait)
+        except Exception as error:  # best effort: the ending's own item edits it too
+            log.info("could not refresh a pressed message (%s)", type(error).__name__)
+
+    async def _act(
+        self, press: Press, callback: ChatCallback, task: Task, member: Principal
+    ) -> str:
+        service, via = self.link.service, self.via
+        where = (member, task.workspace_id, task.run_id, task.key)
+        action = callback.action
+        if action == "approve":
+            await service.approve(*where, via=via)
+            return "✅ Approved"
+        if action == "deny":
+            await service.deny(*where, via=via)
+            return "❌ Denied"
+        if action in ("deny_reason", "answer_text"):
+            asked = await self.platform.ask_text(press, task, action)  # type: ignore[arg-type]
+            return "" if asked else "Could not ask for your text: use the full view"
+        if action == "decline":
+            await service.resolve(*where, outcome="failed", via=via)
+            return "🚫 Declined"
+        if action == "option":
+            content = self._option(task, callback.option)
+            await service.resolve(*where, content=content, via=via)
+            return shorten(f"💬 Answered: {content}", NOTICE_LENGTH)
+        if action == "toggle":
+            return await self._toggle(press, task, callback.option)
+        if action == "submit":
+            return await self._submit(press, task, member)
+        if action == "expand" and self._expand is not None:
+            posted = await self._expand(press, task)
+            return "Posted below" if posted else "It has a message of its own already"
+        return EXPIRED_BUTTON
+
+    @staticmethod
+    def _option(task: Task, index: int | None) -> str:
+        options = question_options(task)
+        if index is None or not 0 <= index < len(options):
+            raise ApprovalError(errors.INVALID_OPTION, "that option no longer exists", 422)
+        return options[index]
+
+    async def _toggle(self, press: Press, task: Task, index: int | None) -> str:
+        if index is None:
+            return ""  # ticking a box (Slack): nothing is answered until Submit
+        options = question_options(task)
+        choices = self.cards.choices
+        if choices is None or not 0 <= index < len(options):
+            return EXPIRED_BUTTON
+        chosen = await choices.toggle(task.id, index)
+        await self.refresh(press, task, max_wait=3.0)
+        mark = "☑" if index in chosen else "☐"
+        return shorten(f"{mark} {options[index]}", NOTICE_LENGTH)
+
+    async def _submit(self, press: Press, task: Task, member: Principal) -> str:
+        options = question_options(task)
+        if press.chosen is not None:
+            chosen = set(press.chosen)
+        elif self.cards.choices is not None:
+            chosen = await self.cards.choices.chosen(task.id)
+        else:
+            chosen = set()
+        labels = [options[i] for i in sorted(chosen) if 0 <= i < len(options)]
+        if not labels:
+            return "Choose at least one option first"
+        await self.link.service.resolve(
+            member, task.workspace_id, task.run_id, task.key, content=labels, via=self.via
+        )
+        return shorten("💬 Answered: " + ", ".join(labels), NOTICE_LENGTH)
+
+    async def on_text(
+        self, user: str, task: Task, action: str, text: str,
+        claim: Callable[[], Awaitable[bool]] | None = None,
+    ) -> str:  # fmt: skip
+        """Typed text that decides `task` (a deny reason, an answer): the notice to show the
+        person ("" when it decided, or when `claim` says another text took it first)."""
+        member = await self.member_of(user, task.workspace_id)
+        if member is None:
+            return NOT_APPROVER
+        if not task.parked:
+            return self.already(task)
+        if claim is not None and not await claim():
+            return ""
+        where = (member, task.workspace_id, task.run_id, task.key)
+        try:
+            if action == "deny_reason":
+                await self.link.service.deny(*where, reason=text, via=self.via)
+            else:
+                await self.link.service.resolve(*where, content=text, via=self.via)
+        except ApprovalError as error:
+            if error.code == errors.ALREADY_DECIDED:
+                return self.already(await self.link.task(task.id) or task)
+            return shorten(error.detail, 300)
+        return ""

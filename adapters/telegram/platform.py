@@ -1,0 +1,135 @@
+"""Telegram as a chat platform (adapters/chat/port.py): decisions, notices and digest pages as
+HTML messages with inline keyboards, private answers to presses, ForceReply for free text.
+
+Telegram has no threads: a run's decisions go to the workspace's chat itself. Ids cross the
+port as strings ("-100200300", "17") and become integers again here.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Callable
+
+from telegram import CallbackQuery, Message
+
+from adapters.chat.context import CoreLink
+from adapters.chat.port import MessageRef, Notice, Page, Place, Post, Press
+from adapters.telegram.calls import TelegramCalls
+from adapters.telegram.format import card_html, digest_buttons, digest_html, esc, keyboard
+from bot.config import TelegramConfig
+from bot.domain import Member, Run, Task
+from bot.ports import ChatPrompt, ChatState
+from bot.rendering import Action
+
+CHANNEL = "telegram"
+_PROMPTS = {
+    "deny_reason": (
+        "📝 {who}, reply to this message with your reason for denying {what}.",
+        "Reason",
+    ),
+    "answer_text": ("💬 {who}, reply to this message with your answer to {what}.", "Your answer"),
+}
+
+
+def is_group(chat: str) -> bool:
+    """Groups, supergroups and channels have negative ids; people's private chats positive.
+    Telegram counts messages per minute in groups only."""
+    return chat.startswith("-")
+
+
+class TelegramPlatform:
+    name = CHANNEL
+
+    def __init__(
+        self, config: TelegramConfig, calls: TelegramCalls, chats: ChatState, link: CoreLink,
+        running: Callable[[], bool],
+    ) -> None:  # fmt: skip
+        self.config = config
+        self.calls = calls
+        self.chats = chats
+        self.link = link
+        self._running = running
+
+    def place_for(self, workspace_id: str) -> Place | None:
+        chat = self.config.workspace_chats.get(workspace_id, self.config.chat_id)
+        return None if chat is None else Place(str(chat))
+
+    async def healthy(self) -> bool:
+        return self._running()
+
+    async def open_thread(self, run: Run, place: Place) -> Place:
+        return place
+
+    def mention(self, member: Member) -> str | None:
+        if member.telegram_user_id is None:
+            return None
+        name = html.escape(member.name, quote=False)
+        return f'<a href="tg://user?id={member.telegram_user_id}">{name}</a>'
+
+    def _page(self, page: Page) -> tuple[str, object]:
+        text, numbered = digest_html(list(page.tasks), self.link.now(), page.inbox_url,
+                                     done=page.done)  # fmt: skip
+        ids: dict[tuple[str, str, int | None], str] = {
+            (task_id, action, None): v for (task_id, action), v in page.buttons.items()
+        }
+        return text, digest_buttons(numbered, ids)
+
+    async def post(
+        self, place: Place, message: Post | Notice | Page, *, reply_to: MessageRef | None = None,
+        max_wait: float | None = None,
+    ) -> MessageRef:  # fmt: skip
+        chat = int(place.chat)
+        reply = int(reply_to.id) if reply_to is not None else None
+        if isinstance(message, Page):  # booked by the digest worker already
+            text, markup = self._page(message)
+            sent = await self.calls.send(chat, text, markup=markup, reply_to=reply,  # type: ignore[arg-type]
+                                         pace=False)  # fmt: skip
+        elif isinstance(message, Post):
+            sent = await self.calls.send(
+                chat, card_html(message.card), reply_to=reply, max_wait=max_wait,
+                markup=keyboard(message.card.buttons, message.buttons), decision=True,
+            )  # fmt: skip
+        else:
+            text = f"{message.icon} <b>{esc(message.bold)}</b> {esc(message.text)}".strip()
+            if message.mentions:
+                text += " — " + " ".join(message.mentions)
+            sent = await self.calls.send(chat, text, reply_to=reply, max_wait=max_wait)
+        return MessageRef(place.chat, str(sent.message_id))
+
+    async def edit(
+        self, ref: MessageRef, message: Post | Page, *, max_wait: float | None = None
+    ) -> bool:
+        chat, message_id = int(ref.chat), int(ref.id)
+        if isinstance(message, Page):
+            text, markup = self._page(message)
+            return await self.calls.edit(chat, message_id, text, markup, pace=False)  # type: ignore[arg-type]
+        markup = keyboard(message.card.buttons, message.buttons)
+        return await self.calls.edit(
+            chat, message_id, card_html(message.card), markup, max_wait=max_wait
+        )
+
+    async def tell(self, press: Press, text: str, *, alert: bool = False) -> None:
+        if isinstance(press.handle, CallbackQuery):
+            await self.calls.answer(press.handle, text, alert=alert)
+
+    async def ask_text(self, press: Press, task: Task, action: Action) -> bool:
+        """A ForceReply prompt under the pressed message; the reply that answers it is looked
+        up by its message id (handlers.py)."""
+        query = press.handle
+        if press.message is None or not isinstance(query, CallbackQuery):
+            return False
+        if not isinstance(query.message, Message) or action not in _PROMPTS:
+            return False
+        who = f'<a href="tg://user?id={press.user}">{esc(press.user_name or "you")}</a>'
+        template, placeholder = _PROMPTS[action]
+        what = "this question" if task.kind == "ask" else f"<b>{esc(task.tool)}</b>"
+        prompt = await self.calls.send(
+            int(press.message.chat), template.format(who=who, what=what),
+            reply_to=int(press.message.id), force_reply=placeholder, max_wait=10.0,
+        )  # fmt: skip
+        record = ChatPrompt(
+            CHANNEL, press.message.chat, str(prompt.message_id), task.id, action, press.user
+        )
+        await self.chats.add_prompt(record, self.link.now())
+        await self.calls.answer(query, "Reply to my message, please")
+        return True
