@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import threading
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -20,6 +21,7 @@ from bot.domain import LogEntry, NewEvent, OutboxItem, Run, Task, Timer, Workspa
 from bot.ports import DuplicateKey
 from store.migrate import upgrade
 from store.sql import EVENT, LOG, OUTBOX, TASK, TIMER, SqlStore
+from store.sqlite import CHECKPOINT_EVERY, SqliteWriter
 
 AT = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
@@ -41,15 +43,55 @@ def file_size(path: Path) -> int:
     return path.stat().st_size
 
 
-async def wal_frames(db: Path) -> int:
-    """Frames now in the WAL (a checkpoint's answer; -1 while the service's own runs)."""
-    with sqlite3.connect(db) as conn:
-        for _ in range(200):
-            frames = int(conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()[1])
-            if frames >= 0:
-                return frames
-            await asyncio.sleep(0.01)
-    raise AssertionError("the WAL stayed busy")
+def record_checkpoints(writer: SqliteWriter, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The service's checkpoints as they finish: (commits so far, mode, the WAL's size in pages
+    as the checkpoint reports it, the thread it ran on). The commit count is that of the commit
+    that started it: the test waits in `settle()` meanwhile."""
+    assert CHECKPOINT_EVERY == 16  # the sequences the tests expect count in its units
+    done: list[Any] = []
+    checkpointer = writer._checkpointer
+    assert checkpointer is not None
+    run = checkpointer._run
+
+    def recorded(mode: str) -> int:
+        pages = run(mode)
+        done.append((writer._commits, mode, pages, threading.current_thread().name))
+        return pages
+
+    monkeypatch.setattr(checkpointer, "_run", recorded)
+    return done
+
+
+def modes(done: list[Any]) -> list[tuple[int, str]]:
+    return [(commits, mode) for commits, mode, _pages, _thread in done]
+
+
+async def settle(writer: SqliteWriter) -> None:
+    """Wait for the checkpoint the last commit started, if any: a RESTART runs under the write
+    lock, a PASSIVE (`_copy_back`) after it. What the next commit decides then follows from what
+    was written, not from how fast the checkpoint thread kept up. (Nothing else writes
+    meanwhile, so a PASSIVE copies the whole WAL, and SQLite starts the WAL over at the next
+    commit: it never holds more than the commits since the last checkpoint.)"""
+    async with writer.lock:
+        pass
+    if writer._checkpointing is not None:
+        await writer._checkpointing
+
+
+async def put(store: SqlStore, key: str, writers: int = 1) -> None:
+    """`writers` writers in one group commit, each adding a row of 8,000 bytes: at least two
+    4 KiB pages of its own (about 2.3 in all, with the shared ones)."""
+
+    async def one(name: str) -> None:
+        async with store.write() as tx:
+            await tx.set_meta(name, "x" * 8000)
+
+    if writers == 1:
+        await one(key)
+    else:
+        await asyncio.gather(*(one(f"{key}.{j}") for j in range(writers)))
+    assert store.sqlite is not None
+    await settle(store.sqlite)
 
 
 def data_version(conn: sqlite3.Connection) -> int:
@@ -221,33 +263,52 @@ async def test_prepared_statements_write_what_sqlalchemy_writes(sqlite: Any) -> 
         assert await tx.get_run("run_1") == run
 
 
-async def test_the_wal_is_checkpointed_off_the_loop(sqlite: Any) -> None:
-    """SQLite's own checkpoint is off (it stalled the committing writer); ours keeps the WAL
-    from growing without bound, and gives its space back once writes pause."""
+async def test_the_wal_is_checkpointed_off_the_loop(
+    sqlite: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQLite's own checkpoint is off (it stalled the committing writer); ours, on a thread of
+    its own, keeps the WAL from growing without bound, starts it over once it passes the limit,
+    and gives its space back once writes pause."""
     store, db = sqlite
-    assert store.sqlite is not None
-    store.sqlite.wal_limit_pages = store.sqlite.wal_busy_limit_pages = 200
-    store.sqlite.idle_trim_seconds = 0.2
+    writer = store.sqlite
+    assert writer is not None
+    done = record_checkpoints(writer, monkeypatch)
+    writer.wal_limit_pages = writer.wal_busy_limit_pages = 1000  # not reached at first
+    writer.idle_trim_seconds = 0.2
     wal = Path(f"{db}-wal")
-    row = "x" * 8000  # a few pages per commit
     for i in range(800):
-        async with store.write() as tx:
-            await tx.set_meta(f"k{i}", row)
-    # 800 commits of ~3 pages make a WAL of about 17 MB without checkpoints; with them it
-    # starts over each time it passes the limit (the file keeps its largest size; a slow
-    # checkpoint thread reports the size late)
-    assert 1_000_000 < file_size(wal) < 8_000_000, file_size(wal)
-    for _ in range(100):  # trimmed once no commit came for idle_trim_seconds
-        await asyncio.sleep(0.05)
-        if file_size(wal) == 0:
-            break
+        await put(store, f"k{i}")
+    # a PASSIVE checkpoint every 16 commits, on the checkpointer's thread, none by the writer
+    assert modes(done) == [(16 * n, "PASSIVE") for n in range(1, 51)]
+    assert {thread for *_, thread in done} == {"sqlite-checkpoint_0"}
+    # so the WAL holds at most 16 commits (~80 pages, plus the migration's: ~0.6 MB); 800
+    # commits of at least 2 pages each would make it 6.5 MB or more without checkpoints
+    assert file_size(wal) < 2_000_000, file_size(wal)
+    assert writer._connection is not None  # the service's own connection: no autocheckpoint
+    own = writer._connection.connection.dbapi_connection
+    assert own is not None
+    assert own.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
+
+    # past the limit (~80 pages found by the last PASSIVE; both limits alike, so busy or not):
+    # the next commit starts it over, and a PASSIVE that finds it past the limit again (15
+    # commits, 30 pages or more) has it trimmed once no commit came for idle_trim_seconds
+    writer.wal_limit_pages = writer.wal_busy_limit_pages = 10
+    for i in range(800, 816):
+        await put(store, f"k{i}")
+    loop = asyncio.get_running_loop()
+    quiet_since = loop.time()
+    trimming = writer._trimming
+    assert trimming is not None
+    await trimming
+    assert loop.time() - quiet_since > writer.idle_trim_seconds / 2  # not before the pause
+    assert modes(done)[50:] == [(801, "RESTART"), (816, "PASSIVE"), (816, "TRUNCATE")]
+    assert done[-2][2] > 10 and done[-1][2] == 0  # past the limit; then nothing left
     assert file_size(wal) == 0
-    async with store.write() as tx:  # and writing goes on
-        await tx.set_meta("after", "trim")
+    await put(store, "after")  # and writing goes on
     with sqlite3.connect(db) as conn:
         assert conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 1000  # others: default
-        assert conn.execute("SELECT count(*) FROM meta WHERE key LIKE 'k%'").fetchone()[0] == 800
-        assert conn.execute("SELECT value FROM meta WHERE key = 'after'").fetchone()[0] == "trim"
+        assert conn.execute("SELECT count(*) FROM meta WHERE key LIKE 'k%'").fetchone()[0] == 816
+        assert conn.execute("SELECT count(*) FROM meta WHERE key = 'after'").fetchone()[0] == 1
 
 
 async def test_a_failed_commit_fails_its_whole_group_and_the_next_write_works(
@@ -280,32 +341,39 @@ async def test_a_failed_commit_fails_its_whole_group_and_the_next_write_works(
         assert [r[0] for r in conn.execute("SELECT id FROM workspace")] == ["later"]
 
 
-async def test_a_busy_service_restarts_the_wal_later_within_a_bound(sqlite: Any) -> None:
+async def test_a_busy_service_restarts_the_wal_later_within_a_bound(
+    sqlite: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Starting the WAL over makes every writer wait: while commits follow each other closely
     it waits for a quiet one, up to the busy limit; a quiet commit restarts it promptly."""
     store, db = sqlite
-    assert store.sqlite is not None
-    store.sqlite.wal_limit_pages, store.sqlite.wal_busy_limit_pages = 200, 2000
-    store.sqlite.quiet_gap_seconds = 10.0  # busy: every commit follows another closely
-    wal, row = Path(f"{db}-wal"), "x" * 8000  # ~3 pages a writer, ~30 a group of ten
+    writer = store.sqlite
+    assert writer is not None
+    done = record_checkpoints(writer, monkeypatch)
+    writer.wal_limit_pages, writer.wal_busy_limit_pages = 100, 1000
+    writer.quiet_gap_seconds = 10.0  # busy: every commit follows another closely
+    writer.idle_trim_seconds = 3600.0  # not trimmed meanwhile
 
-    async def put(key: str) -> None:
-        async with store.write() as tx:
-            await tx.set_meta(key, row)
-
-    for i in range(200):  # busy: groups of ten, back to back, 6,000 pages in all
-        await asyncio.gather(*(put(f"b{i}.{j}") for j in range(10)))
-    # past the quiet limit (0.8 MB), within the busy one (8 MB, plus up to a checkpoint
-    # interval), far from the 25 MB it would reach if never started over
-    assert 4_000_000 < file_size(wal) < 16_000_000, file_size(wal)
-    store.sqlite.wal_busy_limit_pages = 1_000_000
-    for i in range(50):  # busy again, with no bound to reach: 1,500 pages more
-        await asyncio.gather(*(put(f"c{i}.{j}") for j in range(10)))
-    assert await wal_frames(db) > 1000
-    store.sqlite.quiet_gap_seconds = 0.005
-    for i in range(40):  # quiet: a writer now and then
-        await asyncio.sleep(0.01)
-        await put(f"q{i}")
-    assert await wal_frames(db) < 500  # started over since
+    # A PASSIVE every 16 commits finds the WAL the 15 or 16 commits since it was started over
+    # hold: at least 2 pages a writer.
+    for i in range(48):  # groups of 5: 150 pages or more (~190), past the quiet limit only
+        await put(store, f"b{i}", writers=5)
+    assert modes(done) == [(16, "PASSIVE"), (32, "PASSIVE"), (48, "PASSIVE")]
+    assert all(100 < pages <= 1000 for _c, _m, pages, _t in done), done  # yet not started over
+    for i in range(48, 65):  # groups of 50: 1,500 pages or more, past the busy limit
+        await put(store, f"b{i}", writers=50)
+    assert modes(done)[3:] == [(64, "PASSIVE"), (65, "RESTART")]  # at the next commit, busy
+    assert done[3][2] > 1000
+    for i in range(65, 81):  # groups of 5 again: past the quiet limit by commit 80
+        await put(store, f"c{i}", writers=5)
+    assert modes(done)[5:] == [(80, "PASSIVE")]  # and commit 81, busy, left it
+    assert 100 < done[5][2] <= 1000
+    writer.quiet_gap_seconds = 0.05
+    await asyncio.sleep(0.1)  # a quiet commit: the first in more than quiet_gap_seconds
+    await put(store, "q")
+    assert modes(done)[6:] == [(82, "RESTART")]  # started over at once
     with sqlite3.connect(db) as conn:
-        assert conn.execute("SELECT count(*) FROM meta WHERE key LIKE 'b%'").fetchone()[0] == 2000
+        count = "SELECT count(*) FROM meta WHERE key LIKE ?"
+        assert conn.execute(count, ("b%",)).fetchone()[0] == 48 * 5 + 17 * 50
+        assert conn.execute(count, ("c%",)).fetchone()[0] == 16 * 5
+        assert conn.execute(count, ("q",)).fetchone()[0] == 1
