@@ -76,6 +76,8 @@ class SlackConfig(_Section):
     api_base_url: str = "https://slack.com/api/"
     mode: Literal["http", "socket"] = "http"
     channel: str = ""
+    # Per-workspace channels, workspace name -> channel id (C…); `channel` is the fallback.
+    workspace_channels: dict[str, str] = Field(default_factory=dict)
 
 
 class ProfileConfig(_Section):

@@ -119,11 +119,15 @@ def test_serve_reports_a_bad_config_without_a_traceback(tmp_path: Path) -> None:
     assert "store.urll: unknown key" in done.stderr and "Traceback" not in done.stderr
 
 
-def test_serve_refuses_the_slack_adapter_it_does_not_have(tmp_path: Path) -> None:
+def test_serve_refuses_slack_without_its_secrets(tmp_path: Path) -> None:
     path = tmp_path / "c.toml"
-    path.write_text("[slack]\nenabled = true\n")
+    path.write_text(
+        f'[store]\nurl = "sqlite+aiosqlite:///{tmp_path}/s.db"\n[slack]\nenabled = true\n'
+    )
     done = subprocess.run(
         [sys.executable, "-m", "bot.cli", "serve", "--config", str(path)],
         cwd=ROOT, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
-    assert done.returncode == 2 and "slack.enabled" in done.stderr
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "slack.bot_token: required" in done.stderr
+    assert "slack.signing_secret: required in http mode" in done.stderr

@@ -14,7 +14,7 @@ from aiohttp import web
 from adapters.http.app import build_app
 from bot.cli.bootstrap import bootstrap, describe
 from bot.cli.common import config_option, fail, settings_or_exit
-from bot.config import Settings
+from bot.config import ConfigError, Settings
 from bot.core import Core
 from store.migrate import upgrade
 from store.sql import SqlStore
@@ -24,7 +24,6 @@ log = logging.getLogger("approvalbot")
 
 async def serve_forever(settings: Settings, ready: asyncio.Event | None = None) -> None:
     store = SqlStore(settings.store.url)
-    await upgrade(store.engine)
     telegram = None
     if settings.telegram.enabled:
         from adapters.telegram import TelegramAdapter
@@ -32,10 +31,18 @@ async def serve_forever(settings: Settings, ready: asyncio.Event | None = None) 
 
         # Several instances on one PostgreSQL database share the bot's sending budget.
         telegram = TelegramAdapter(settings, ChatStore(store), shared_budget=store.postgres)
-    notifiers = {telegram.notifier.name: telegram.notifier} if telegram else {}
+    slack = None
+    if settings.slack.enabled:
+        from adapters.slack import SlackAdapter
+        from store.chat import ChatStore
+
+        slack = SlackAdapter(settings, ChatStore(store), shared_budget=store.postgres)
+    adapters = [a for a in (telegram, slack) if a is not None]
+    await upgrade(store.engine)  # after the adapters' settings are known to be whole
+    notifiers = {a.notifier.name: a.notifier for a in adapters}
     core = await Core.build(store, settings, notifiers=notifiers)
-    if telegram is not None:
-        telegram.bind(core)
+    for adapter in adapters:
+        adapter.bind(core)
     first = await bootstrap(core, settings)  # first start: workspace, admin, app token
     listener = None
     if store.postgres:
@@ -49,6 +56,10 @@ async def serve_forever(settings: Settings, ready: asyncio.Event | None = None) 
         from adapters.telegram import mount
 
         mount(app, telegram)  # POST /telegram/webhook (answers 403 unless in webhook mode)
+    if slack is not None:
+        from adapters.slack import mount as mount_slack
+
+        mount_slack(app, slack)  # POST /slack/events (http mode)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, settings.server.host, settings.server.port)
@@ -66,12 +77,15 @@ async def serve_forever(settings: Settings, ready: asyncio.Event | None = None) 
         if telegram is not None:
             await telegram.start()  # after the site: in webhook mode Telegram calls at once
             click.echo(f"approvalbot: telegram on ({settings.telegram.mode})")
+        if slack is not None:
+            await slack.start()
+            click.echo(f"approvalbot: slack on ({settings.slack.mode})")
         if ready is not None:
             ready.set()
         await stop.wait()
     finally:
-        if telegram is not None:
-            await telegram.stop()
+        for adapter in adapters:
+            await adapter.stop()
         await runner.cleanup()
         await core.stop()
         if listener is not None:
@@ -99,7 +113,7 @@ def serve(config_path: str | None) -> None:
     """Start the service: API, web page, enabled chat adapters and the clock."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     settings = settings_or_exit(config_path)
-    if settings.slack.enabled:
-        # Better to refuse than to run without the surface the operator asked for.
-        fail("configuration:\nslack.enabled: the Slack adapter is not built yet (docs/slack.md)")
-    asyncio.run(serve_forever(settings))
+    try:
+        asyncio.run(serve_forever(settings))
+    except ConfigError as error:  # found once the adapters start (a token the platform refused)
+        fail(f"configuration:\n{error}")

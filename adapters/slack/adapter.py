@@ -1,0 +1,250 @@
+"""The Slack adapter assembled: slack-bolt's AsyncApp and the shared chat layer (adapters/chat/)
+on a `SlackPlatform` (platform.py).
+
+Transport: HTTP mode serves events and interactivity at `POST /slack/events` on the service's
+own aiohttp server (bolt verifies the signature: unsigned, wrongly signed or older than five
+minutes is a 401 and changes nothing; `url_verification` is answered), or Socket Mode with the
+app-level token, for installs with no public address. Every request is acknowledged first (bolt
+answers Slack as soon as `ack()` is called) and the work runs after it.
+
+Bolt's listeners only translate: a button press becomes a `Press`, a modal's text or a reply
+in a run's thread becomes text for `Presses.on_text`. The tokens and the signing secret never
+reach a log line or an error message.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
+from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+from slack_bolt.async_app import AsyncApp
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from adapters.chat.buttons import Buttons
+from adapters.chat.cards import Cards
+from adapters.chat.context import CoreLink
+from adapters.chat.delivery import ChatNotifier
+from adapters.chat.digests import Digests, DigestTuning
+from adapters.chat.pacing import Budget, Limits
+from adapters.chat.port import MessageRef, Press
+from adapters.chat.presses import NOT_APPROVER, Presses, question_options
+from adapters.chat.records import Delivery
+from adapters.chat.redact import redact_everywhere
+from adapters.slack.format import selected_options
+from adapters.slack.platform import CHANNEL, TEXT_BLOCK, TEXT_VIEW, SlackPlatform
+from bot.config import ConfigError, Settings
+from bot.domain import Principal
+from bot.ports import ChatState
+
+if TYPE_CHECKING:
+    from bot.core import Core
+
+log = logging.getLogger(__name__)
+
+EVENTS_PATH = "/slack/events"
+# Slack: about one message a second per channel, short bursts allowed.
+SLACK_LIMITS = Limits(per_interval=1.0, per_burst=3, window_count=60, window=60.0)
+SEVERAL_WAITING = (
+    "Several questions in this thread wait for a free-text answer: press *Answer* on the one "
+    "you mean."
+)
+
+
+@dataclass(frozen=True)
+class SlackTuning:
+    """Knobs with production defaults; tests and the bench shorten the waits."""
+
+    digests: DigestTuning = field(default_factory=DigestTuning)
+    request_timeout: float = 10.0
+    parent_refresh: float = 0.5  # a run's parent message is edited once changes settle
+
+
+class SlackAdapter:
+    def __init__(
+        self,
+        settings: Settings,
+        chats: ChatState,
+        *,
+        limits: Limits | None = None,
+        tuning: SlackTuning | None = None,
+        shared_budget: bool = False,
+    ) -> None:
+        self.config = config = settings.slack
+        self.chats = chats
+        self.tuning = tuning or SlackTuning()
+        bot_token = config.bot_token.get_secret_value()
+        signing_secret = config.signing_secret.get_secret_value()
+        app_token = config.app_token.get_secret_value()
+        problems = []
+        if not bot_token:
+            problems.append("slack.bot_token: required when slack.enabled is true")
+        if config.mode == "http" and not signing_secret:
+            problems.append("slack.signing_secret: required in http mode")
+        if config.mode == "socket" and not app_token.startswith("xapp-"):
+            problems.append("slack.app_token: socket mode needs an app-level token (xapp-…)")
+        if problems:
+            raise ConfigError("\n".join(problems))
+        redact_everywhere([bot_token, signing_secret, app_token])
+        self.link = CoreLink(settings.server.base_url())
+        self.client = AsyncWebClient(
+            token=bot_token, base_url=config.api_base_url, timeout=int(self.tuning.request_timeout)
+        )
+        self.budget = Budget(
+            CHANNEL, limits or SLACK_LIMITS, shared=chats if shared_budget else None
+        )
+        self.platform = SlackPlatform(
+            config, self.client, chats, self.link, self.budget, lambda: self.running
+        )
+        buttons = Buttons(CHANNEL, chats, lambda: self.link.service.secret, self.link.now)
+        cards = Cards(self.link, buttons)  # Slack sends the ticked options with Submit
+        self.notifier = ChatNotifier(self.platform, chats, self.link, cards)
+        self.digests = Digests(
+            self.platform, chats, self.link, buttons, self.budget, self.notifier.post_alone,
+            self.tuning.digests,
+        )  # fmt: skip
+        self.notifier.coalescer = self.digests
+        self.presses = Presses(
+            self.platform, chats, self.link, cards, self._member_of,
+            touch=self.digests.touch, expand=self.notifier.expand,
+        )  # fmt: skip
+        self.app = AsyncApp(
+            client=self.client,
+            signing_secret=signing_secret or None,
+            request_verification_enabled=config.mode == "http",
+            process_before_response=False,
+        )
+        self.app.action(re.compile(".*"))(self._on_action)
+        self.app.view(TEXT_VIEW)(self._on_view)
+        self.app.event("message")(self._on_message)
+        self._app_token = app_token
+        self._socket: AsyncSocketModeHandler | None = None
+        self._started = False
+
+    def bind(self, core: Core) -> None:
+        self.link.bind(core)
+
+    @property
+    def running(self) -> bool:
+        return self._started
+
+    @property
+    def retry_afters(self) -> int:
+        return self.platform.retry_afters
+
+    async def start(self) -> None:
+        try:
+            await self.client.auth_test()
+        except SlackApiError as error:
+            code = error.response.get("error")
+            raise ConfigError(f"slack.bot_token: Slack refused the bot token ({code})") from None
+        if self.config.mode == "socket":
+            self._socket = AsyncSocketModeHandler(self.app, self._app_token)
+            await self._socket.connect_async()  # type: ignore[no-untyped-call]
+        self._started = True
+        await self.digests.recover()
+
+    async def stop(self) -> None:
+        await self.digests.stop()
+        await self.platform.stop()
+        if self._socket is not None:
+            await self._socket.close_async()  # type: ignore[no-untyped-call]
+            self._socket = None
+        self._started = False
+
+    async def _member_of(self, user: str, workspace_id: str) -> Principal | None:
+        return await self.link.member(workspace_id, slack_user_id=user)
+
+    # HTTP mode ---------------------------------------------------------------------------------
+    async def handle_events(self, request: web.Request) -> web.StreamResponse:
+        """`POST /slack/events`: Slack's events and interactivity, verified by bolt."""
+        if self.config.mode != "http":
+            return web.Response(status=404)
+        try:
+            bolt_request = await to_bolt_request(request)
+        except UnicodeDecodeError:
+            return web.Response(status=400, text="the body is not UTF-8")
+        if not self._started:
+            return web.Response(status=503)
+        return await to_aiohttp_response(await self.app.async_dispatch(bolt_request))
+
+    # bolt's listeners: translate only ----------------------------------------------------------
+    async def _on_action(self, ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
+        await ack()
+        if action.get("type") == "checkboxes":
+            return  # ticking answers nothing until Submit
+        user = body.get("user") or {}
+        container = body.get("container") or {}
+        message = body.get("message") or {}
+        chat = container.get("channel_id") or (body.get("channel") or {}).get("id")
+        ts = container.get("message_ts") or message.get("ts")
+        ref = MessageRef(str(chat), str(ts), message.get("thread_ts")) if chat and ts else None
+        values = (body.get("state") or {}).get("values")
+        press = Press(
+            user=str(user.get("id", "")),
+            user_name=str(user.get("name") or user.get("username") or ""),
+            button=str(action.get("action_id", "")),
+            message=ref,
+            chosen=tuple(selected_options(values)) if isinstance(values, dict) else None,
+            handle={"trigger_id": body.get("trigger_id")},
+        )
+        await self.presses.on_press(press)
+
+    async def _on_view(self, ack: Any, body: dict[str, Any], view: dict[str, Any]) -> None:
+        state = ((view.get("state") or {}).get("values") or {}).get(TEXT_BLOCK) or {}
+        text = str((state.get(TEXT_BLOCK) or {}).get("value") or "").strip()
+        if not text:  # never a silent deny or an empty answer
+            await ack(response_action="errors", errors={TEXT_BLOCK: "Write something first"})
+            return
+        await ack()
+        found = await self.chats.callback_task(str(view.get("private_metadata", "")))
+        if found is None or found[0].channel != CHANNEL:
+            return
+        callback, task = found
+        user = str((body.get("user") or {}).get("id", ""))
+        notice = await self.presses.on_text(user, task, callback.action, text)
+        if notice:
+            ref = await self.chats.get_ref(CHANNEL, task.id)
+            refs = Delivery.of(ref.data if ref else {}).refs()
+            if refs:
+                await self.platform.tell(Press(user, "", "", refs[0]), notice)
+
+    async def _on_message(self, event: dict[str, Any]) -> None:
+        """A plain reply in a run's thread answers its one pending free-text question."""
+        thread, ts = event.get("thread_ts"), event.get("ts")
+        if event.get("subtype") or event.get("bot_id") or not thread or thread == ts:
+            return  # an edit, a bot (ourselves included), or not a reply in a thread
+        chat, user, text = event.get("channel"), event.get("user"), str(event.get("text") or "")
+        if not chat or not user or not text.strip():
+            return
+        run_id = await self.platform.run_of_thread(str(chat), str(thread))
+        if run_id is None:
+            return  # a thread that is not a run's
+        waiting = [
+            t for t in await self.link.parked_tasks(run_id)
+            if t.kind == "ask" and not question_options(t)
+        ]  # fmt: skip
+        if not waiting:
+            return  # people talking in the thread
+        here = MessageRef(str(chat), str(ts), str(thread))
+        press = Press(str(user), "", "", here)
+        if await self._member_of(str(user), waiting[0].workspace_id) is None:
+            await self.platform.tell(press, NOT_APPROVER)
+            return
+        if len(waiting) > 1:
+            await self.client.chat_postMessage(
+                channel=str(chat), thread_ts=str(thread), text=SEVERAL_WAITING
+            )
+            return
+        notice = await self.presses.on_text(str(user), waiting[0], "answer_text", text.strip())
+        await self.platform.tell(press, notice or "💬 Answered")
+
+
+def mount(app: web.Application, adapter: SlackAdapter) -> None:
+    """Add `POST /slack/events` to the service's app (before it starts)."""
+    app.router.add_post(EVENTS_PATH, adapter.handle_events)

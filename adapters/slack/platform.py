@@ -1,0 +1,354 @@
+"""Slack as a chat platform (adapters/chat/port.py), on slack_sdk's AsyncWebClient.
+
+Each run gets one thread in its workspace's channel: a parent message ("title · agent · N
+waiting", kept current), created once even when two instances race (a compare-and-swap on the
+run-thread record), and every decision of the run posted in it, the first one also broadcast
+to the channel. Slack has no idempotency key, so every decision is posted with `metadata`
+naming its task: after an uncertain failure (a timeout) the thread is searched for it before
+posting again, and a decision is shown exactly once even then.
+
+Slack's errors are mapped once, here: 429 → `RateLimited` (its Retry-After honoured, within
+the caller's patience), our own pacing → `Busy`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from adapters.chat.context import CoreLink
+from adapters.chat.pacing import Budget
+from adapters.chat.port import MessageRef, Notice, NotYet, Page, Place, Post, Press, RateLimited
+from adapters.chat.records import CLAIM_SECONDS, RunThread, swap
+from adapters.slack import format as fmt
+from adapters.web.links import run_url
+from bot.config import SlackConfig
+from bot.domain import Member, Run, Task
+from bot.masking import shorten
+from bot.ports import ChatState
+from bot.rendering import Action
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+CHANNEL = "slack"
+METADATA_EVENT = "approvalbot_decision"
+TEXT_VIEW = "approvalbot_text"  # the modal that asks for a deny reason or an answer
+TEXT_BLOCK = "text"
+_USER_ID = re.compile(r"^[UW][A-Z0-9]{2,20}$")
+_GONE = {"message_not_found", "cant_update_message", "channel_not_found", "is_archived"}
+_MODALS = {
+    "deny_reason": ("Deny with reason", "Reason", "Deny", "Why not? The agent reads this."),
+    "answer_text": ("Answer", "Your answer", "Send", "Your answer goes to the agent."),
+}
+
+
+def thread_key(run_id: str) -> str:
+    return f"thread:{run_id}"
+
+
+def ts_key(chat: str, ts: str) -> str:
+    """The record that leads from a thread's parent message back to its run."""
+    return f"thread-of:{chat}:{ts}"
+
+
+def retry_after(error: SlackApiError) -> float | None:
+    response = error.response
+    if response.status_code != 429:
+        return None
+    try:
+        return float(response.headers.get("Retry-After", response.headers.get("retry-after", 1)))
+    except (TypeError, ValueError):
+        return 1.0
+
+
+class SlackPlatform:
+    name = CHANNEL
+
+    def __init__(
+        self, config: SlackConfig, client: AsyncWebClient, chats: ChatState, link: CoreLink,
+        budget: Budget, running: Callable[[], bool],
+    ) -> None:  # fmt: skip
+        self.config = config
+        self.client = client
+        self.chats = chats
+        self.link = link
+        self.budget = budget
+        self._running = running
+        self.retry_afters = 0  # 429s received (the bench reports them)
+        self._announce: set[str] = set()  # threads whose first decision is still to come
+        self._parents: dict[str, asyncio.Task[None]] = {}  # run id -> its parent's refresh
+
+    def place_for(self, workspace_id: str) -> Place | None:
+        channel = self.config.workspace_channels.get(workspace_id, self.config.channel)
+        return Place(channel) if channel else None
+
+    async def healthy(self) -> bool:
+        return self._running()
+
+    def mention(self, member: Member) -> str | None:
+        user = member.slack_user_id
+        return f"<@{user}>" if user and _USER_ID.match(user) else None
+
+    # calls, paced, with 429s honoured ----------------------------------------------------------
+    async def _call(
+        self, chat: str, call: Callable[[], Awaitable[T]], *, max_wait: float | None,
+        pace: bool = True, post: bool = False,
+    ) -> T:  # fmt: skip
+        for attempt in range(4):
+            if pace or attempt:
+                await self.budget.acquire(chat, max_wait, post and not attempt)
+            try:
+                return await call()
+            except SlackApiError as error:
+                seconds = retry_after(error)
+                if seconds is None:
+                    raise
+                self.retry_afters += 1
+                await self.budget.penalise(chat, seconds)
+                if attempt == 3 or (max_wait is not None and seconds > max_wait):
+                    raise RateLimited(seconds) from None
+        raise AssertionError("unreachable")
+
+    # the port ----------------------------------------------------------------------------------
+    async def post(
+        self, place: Place, message: Post | Notice | Page, *, reply_to: MessageRef | None = None,
+        max_wait: float | None = None,
+    ) -> MessageRef:  # fmt: skip
+        thread = place.thread or (reply_to.thread or reply_to.id if reply_to else None)
+        args: dict[str, Any] = {"channel": place.chat, "unfurl_links": False}
+        if thread:
+            args["thread_ts"] = thread
+        decision = isinstance(message, Post)
+        if isinstance(message, Post):
+            if message.maybe_sent:
+                found = await self._find(place.chat, thread, message.task_id)
+                if found is not None:
+                    return found
+            text, blocks = fmt.decision_blocks(message.card, message.buttons)
+            args["metadata"] = {
+                "event_type": METADATA_EVENT, "event_payload": {"task_id": message.task_id},
+            }  # fmt: skip
+            if thread and thread in self._announce:
+                args["reply_broadcast"] = True  # the run's first decision: the channel sees it
+        elif isinstance(message, Page):
+            text, blocks = self._page(message)
+        else:
+            text, blocks = self._notice(message), None
+        response = await self._call(
+            place.chat,
+            lambda: self.client.chat_postMessage(text=text, blocks=blocks, **args),
+            max_wait=max_wait, pace=not isinstance(message, Page), post=decision,
+        )  # fmt: skip
+        if args.get("reply_broadcast"):
+            self._announce.discard(thread or "")
+            await self._announced(place.chat, thread or "")
+        return MessageRef(place.chat, str(response["ts"]), thread)
+
+    async def edit(
+        self, ref: MessageRef, message: Post | Page, *, max_wait: float | None = None
+    ) -> bool:
+        if isinstance(message, Page):
+            text, blocks = self._page(message)
+        else:
+            text, blocks = fmt.decision_blocks(message.card, message.buttons)
+        try:
+            await self._call(
+                ref.chat,
+                lambda: self.client.chat_update(
+                    channel=ref.chat, ts=ref.id, text=text, blocks=blocks
+                ),
+                max_wait=max_wait, pace=not isinstance(message, Page),
+            )  # fmt: skip
+        except SlackApiError as error:
+            code = str(error.response.get("error", ""))
+            if code in _GONE:
+                log.info("slack: a decision message can no longer be edited (%s)", code)
+                return False
+            raise
+        return True
+
+    async def tell(self, press: Press, text: str, *, alert: bool = False) -> None:
+        """An ephemeral message only the presser sees, in the pressed message's thread."""
+        if press.message is None or not text:
+            return
+        args: dict[str, Any] = {"channel": press.message.chat, "user": press.user}
+        if press.message.thread:
+            args["thread_ts"] = press.message.thread
+        try:
+            await self.client.chat_postEphemeral(text=fmt.escape(shorten(text, 300)), **args)
+        except Exception as error:  # a notice only: the decision is made already
+            log.info("slack: could not tell a person (%s)", type(error).__name__)
+
+    async def ask_text(self, press: Press, task: Task, action: Action) -> bool:
+        """A modal with one required text input; its submission (view_submission) comes back
+        with the button's opaque id in `private_metadata`."""
+        trigger = press.handle.get("trigger_id") if isinstance(press.handle, dict) else None
+        if not trigger or action not in _MODALS:
+            return False
+        title, label, submit, hint = _MODALS[action]
+        what = "this question" if task.kind == "ask" else task.tool
+        view = {
+            "type": "modal",
+            "callback_id": TEXT_VIEW,
+            "private_metadata": press.button,
+            "title": {"type": "plain_text", "text": title},
+            "submit": {"type": "plain_text", "text": submit},
+            "close": {"type": "plain_text", "text": "Cancel"},
+            "blocks": [
+                {
+                    "type": "input", "block_id": TEXT_BLOCK,
+                    "label": {"type": "plain_text", "text": label},
+                    "hint": {"type": "plain_text", "text": shorten(f"{hint} ({what})", 150)},
+                    "element": {
+                        "type": "plain_text_input", "action_id": TEXT_BLOCK, "multiline": True,
+                        "max_length": 2000,
+                    },
+                }
+            ],
+        }  # fmt: skip
+        try:
+            await self.client.views_open(trigger_id=trigger, view=view)
+        except SlackApiError as error:
+            log.info("slack: could not open a modal (%s)", error.response.get("error"))
+            return False
+        return True
+
+    # threads -----------------------------------------------------------------------------------
+    async def open_thread(self, run: Run, place: Place) -> Place:
+        """The run's thread in `place` (created once), its parent's count refreshed soon."""
+        key = thread_key(run.id)
+        found = await self.chats.get_record(CHANNEL, key)
+        thread = RunThread.of(found.data) if found else RunThread()
+        if thread.ts:
+            self._refresh_parent_soon(run)
+            return Place(thread.chat, thread.ts)
+        now = time.time()
+        if thread.claimed_until > now:
+            raise NotYet("the run's thread is being created elsewhere")
+        claimed = RunThread(chat=place.chat, claimed_until=now + CLAIM_SECONDS)
+        if not await self.chats.swap_record(
+            CHANNEL, key, claimed.data(), found.version if found else 0
+        ):
+            raise NotYet("the run's thread is being created elsewhere")
+        waiting = len(await self.link.parked_tasks(run.id))
+        text, blocks = self._parent(run, waiting)
+        try:
+            response = await self._call(
+                place.chat,
+                lambda: self.client.chat_postMessage(
+                    channel=place.chat, text=text, blocks=blocks, unfurl_links=False
+                ),
+                max_wait=None,
+            )
+        except BaseException:
+            await self._update_thread(run.id, lambda t: RunThread(chat=t.chat))
+            raise
+        ts = str(response["ts"])
+        await self.chats.swap_record(CHANNEL, ts_key(place.chat, ts), {"run_id": run.id}, 0)
+        done = RunThread(chat=place.chat, ts=ts, waiting=waiting)
+        await self._update_thread(run.id, lambda _: done)
+        self._announce.add(ts)
+        return Place(place.chat, ts)
+
+    async def run_of_thread(self, chat: str, ts: str) -> str | None:
+        found = await self.chats.get_record(CHANNEL, ts_key(chat, ts))
+        return str(found.data["run_id"]) if found and "run_id" in found.data else None
+
+    async def _update_thread(self, run_id: str, change: Callable[[RunThread], RunThread]) -> None:
+        await swap(
+            lambda: self.chats.get_record(CHANNEL, thread_key(run_id)),
+            lambda data, version: self.chats.swap_record(
+                CHANNEL, thread_key(run_id), data, version
+            ),
+            lambda data: change(RunThread.of(data)).data(),
+        )
+
+    async def _announced(self, chat: str, ts: str) -> None:
+        run_id = await self.run_of_thread(chat, ts)
+        if run_id is not None:
+            await self._update_thread(run_id, lambda t: RunThread(
+                chat=t.chat, ts=t.ts, waiting=t.waiting, announced=True,
+            ))  # fmt: skip
+
+    def _parent(self, run: Run, waiting: int) -> tuple[str, list[dict[str, Any]]]:
+        return fmt.thread_parent(
+            run.title or run.id, run.profile, waiting, run_url(self.link.base_url, run.id)
+        )
+
+    def _refresh_parent_soon(self, run: Run, delay: float = 0.5) -> None:
+        """Bring the parent's count up to date once a burst of changes settles (one edit for
+        many parks or endings)."""
+        if run.id in self._parents and not self._parents[run.id].done():
+            return
+        self._parents[run.id] = asyncio.create_task(self._refresh_parent(run, delay))
+
+    async def _refresh_parent(self, run: Run, delay: float) -> None:
+        await asyncio.sleep(delay)
+        self._parents.pop(run.id, None)
+        try:
+            found = await self.chats.get_record(CHANNEL, thread_key(run.id))
+            thread = RunThread.of(found.data) if found else RunThread()
+            waiting = len(await self.link.parked_tasks(run.id))
+            if not thread.ts or waiting == thread.waiting:
+                return
+            text, blocks = self._parent(run, waiting)
+            await self.client.chat_update(channel=thread.chat, ts=thread.ts, text=text,
+                                          blocks=blocks)  # fmt: skip
+            await self._update_thread(run.id, lambda t: RunThread(
+                chat=t.chat, ts=t.ts, waiting=waiting, announced=t.announced,
+            ))  # fmt: skip
+        except Exception as error:  # cosmetic: the next change corrects it
+            log.info("slack: could not refresh a run's thread (%s)", type(error).__name__)
+
+    async def stop(self) -> None:
+        for task in self._parents.values():
+            task.cancel()
+        self._parents.clear()
+
+    # rendering and lookups -----------------------------------------------------------------------
+    def _page(self, page: Page) -> tuple[str, list[dict[str, Any]]]:
+        return fmt.digest_blocks(
+            list(page.tasks), self.link.now(), page.inbox_url, page.buttons, done=page.done
+        )
+
+    @staticmethod
+    def _notice(notice: Notice) -> str:
+        text = f"{notice.icon} *{fmt.escape(notice.bold)}* {fmt.escape(notice.text)}".strip()
+        if notice.mentions:
+            text += " — " + " ".join(notice.mentions)
+        return text
+
+    async def _find(self, chat: str, thread: str | None, task_id: str) -> MessageRef | None:
+        """The decision's message in the thread, if an earlier attempt posted it after all."""
+        if not thread:
+            return None
+        cursor: str | None = None
+        for _ in range(20):
+            page = await self._replies(chat, thread, cursor)
+            for message in page.get("messages") or []:
+                metadata = message.get("metadata") or {}
+                payload = metadata.get("event_payload") or {}
+                ours = metadata.get("event_type") == METADATA_EVENT
+                if ours and payload.get("task_id") == task_id:
+                    return MessageRef(chat, str(message["ts"]), thread)
+            cursor = (page.get("response_metadata") or {}).get("next_cursor") or None
+            if not cursor:
+                return None
+        return None
+
+    async def _replies(self, chat: str, thread: str, cursor: str | None) -> Any:
+        args: dict[str, Any] = {"channel": chat, "ts": thread, "include_all_metadata": True}
+        if cursor:
+            args["cursor"] = cursor
+        return await self._call(
+            chat, lambda: self.client.conversations_replies(limit=200, **args), max_wait=None,
+            pace=False,
+        )  # fmt: skip
