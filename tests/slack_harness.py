@@ -16,6 +16,7 @@ from typing import Any
 from aiohttp import web
 
 from adapters.chat.digests import DigestTuning
+from adapters.chat.pacing import Limits
 from adapters.http.app import build_app
 from adapters.slack import SlackAdapter, SlackTuning, mount
 from bot.clock import FakeClock
@@ -41,6 +42,11 @@ FAST = SlackTuning(
     parent_refresh=0.05,
     digests=DigestTuning(quiet=0.05, max_delay=0.3, hold=0.5, edit_interval=0.2),
 )
+
+
+# The fake enforces no rate unless a test asks it to: pace lightly so tests take no longer
+# than they must (the real budget, one message a second per channel, is tested on its own).
+QUICK = Limits(per_interval=0.01, per_burst=20, window_count=100_000)
 
 
 def settings_for(fake: FakeSlack, **slack: Any) -> Settings:
@@ -116,8 +122,10 @@ class SlackWorld:
         return await self.fake.post_event(self.events_url, payload, SIGNING_SECRET, form=True)
 
     async def press(self, message: SlackMessage, text: str, *, user: str = ALICE,
-                    state: dict[str, Any] | None = None) -> Ephemeral | None:  # fmt: skip
-        """Press the button labelled `text` as `user`; the ephemeral answer they got, if any."""
+                    state: dict[str, Any] | None = None,
+                    notice: bool = True) -> Ephemeral | None:  # fmt: skip
+        """Press the button labelled `text` as `user`; the ephemeral answer they got (with
+        `notice`: a modal opens instead for some buttons)."""
         element = self.button(message, text)
         payload = self.fake.block_actions_payload(
             user, message.channel, message.ts, element["action_id"], state=state
@@ -125,7 +133,7 @@ class SlackWorld:
         before = len(self.fake.ephemeral_messages)
         status, _ = await self.post(payload)
         assert status == 200
-        return await self.next_ephemeral(before, user)
+        return await self.next_ephemeral(before, user) if notice else None
 
     async def next_ephemeral(
         self, before: int, user: str, timeout: float = 3.0
@@ -154,6 +162,7 @@ async def build_world(
 ) -> SlackWorld:  # fmt: skip
     clock = clock or FakeClock()
     settings = settings or settings_for(fake)
+    adapter_kw.setdefault("limits", QUICK)
     adapter = SlackAdapter(settings, ChatStore(store), tuning=tuning, **adapter_kw)
     core = await Core.build(store, settings, clock=clock, notifiers={"slack": adapter.notifier})
     adapter.bind(core)

@@ -137,9 +137,12 @@ class ChatNotifier:
             await self.update(task.id, lambda d: d.release("post"))
             raise
 
+        # A message found rather than posted (`maybe_sent`) shows what an earlier attempt
+        # rendered: its ending, if any, is still to be shown (by the ending's own item).
+        ended = not task.parked and not post.maybe_sent
+
         def record(d: Delivery) -> Delivery:
-            posted = replace(d, place=target, messages=(sent.id,), ended=not task.parked)
-            return posted.release("post")
+            return replace(d, place=target, messages=(sent.id,), ended=ended).release("post")
 
         if not await self.chats.swap_ref(self.name, task.id, record(claimed).data(), version):
             await self.update(task.id, record)  # it changed meanwhile (a nudge's claim…)

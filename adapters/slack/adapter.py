@@ -48,8 +48,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 EVENTS_PATH = "/slack/events"
-# Slack: about one message a second per channel, short bursts allowed.
-SLACK_LIMITS = Limits(per_interval=1.0, per_burst=3, window_count=60, window=60.0)
+# Slack: about one message a second per channel ("short bursts allowed", by how much unsaid).
+SLACK_LIMITS = Limits(per_interval=1.1, per_burst=1, window_count=60, window=60.0)
 SEVERAL_WAITING = (
     "Several questions in this thread wait for a free-text answer: press *Answer* on the one "
     "you mean."
@@ -93,7 +93,9 @@ class SlackAdapter:
         redact_everywhere([bot_token, signing_secret, app_token])
         self.link = CoreLink(settings.server.base_url())
         self.client = AsyncWebClient(
-            token=bot_token, base_url=config.api_base_url, timeout=int(self.tuning.request_timeout)
+            token=bot_token,
+            base_url=config.api_base_url,
+            timeout=self.tuning.request_timeout,  # type: ignore[arg-type]
         )
         self.budget = Budget(
             CHANNEL, limits or SLACK_LIMITS, shared=chats if shared_budget else None
