@@ -210,7 +210,7 @@ async def burst(url: str | None, parks: int) -> None:
         print(
             f"  messages sent {len(fake.sent)} ({len(fake.sent) - digests} single, {digests} "
             f"digest pages), edits {len(fake.edits)}, 429s received {len(fake.rejections(429))}"
-            f" (adapter saw {adapter.retry_afters}), paced waits {adapter.pacer.waited:.1f} s"
+            f" (adapter saw {adapter.retry_afters}), paced waits {adapter.budget.waited:.1f} s"
         )
         await core.stop()
         await adapter.stop()

@@ -424,3 +424,42 @@ async def test_per_workspace_chats(sqlite_store: SqlStore) -> None:
             assert await tg.store.outbox_backlog() == 0
         finally:
             await close_world(tg)
+
+
+async def test_low_load_decisions_are_whole_messages(sqlite_store: SqlStore) -> None:
+    """A few decisions within seconds each get their own full message with every button (real
+    pacing: the fourth waits for its slot rather than joining a digest)."""
+    async with tg_world(sqlite_store, fake={"enforce_rate_limits": True}) as tg:
+        for key in ("k1", "k2", "k3"):
+            await tg.park(key)
+        await tg.ask("q1", prompt="Which branch?", options=["main", "release"])
+        await tg.flush()
+        assert not [m for m in tg.fake.sent if m.text.startswith("📥")]
+        for key in ("k1", "k2", "k3"):
+            labels = [b["text"] for b in tg.message(f"make deploy {key}").buttons]
+            assert labels == ["✅ Approve", "❌ Deny", "📝 Deny with reason"], key
+        labels = [b["text"] for b in tg.message("Which branch?").buttons]
+        assert labels[:2] == ["main", "release"] and "🚫 Decline" in labels
+        assert tg.fake.rejections(429) == []
+
+
+async def test_a_digest_page_with_one_decision_posts_it_whole(sqlite_store: SqlStore) -> None:
+    tuning = replace(FAST, digests=replace(FAST.digests, coalesce_after=1))
+    async with tg_world(sqlite_store, tuning=tuning) as tg:
+        await tg.park("k1")
+        await tg.park("k2")
+        await tg.flush()  # k1 takes the minute's share; k2 joins a page, alone on it
+        second = await tg.fake.wait_for(
+            lambda: next((m for m in tg.fake.sent if "make deploy k2" in m.text), None)
+        )
+        assert second.text.startswith("🛂") and len(second.buttons) == 3
+        assert not [m for m in tg.fake.sent if m.text.startswith("📥")]
+
+        async def pages_done() -> bool:
+            return not await tg.adapter.chats.digest_pages("telegram")
+
+        await tg.fake.wait_for(pages_done)
+        answer = await tg.press(second, "Approve")
+        assert answer.text == "✅ Approved"
+        await tg.flush()
+        assert tg.fake.messages[second.key].reply_markup is None  # its ending edits it

@@ -50,7 +50,7 @@ class DigestTuning:
     """Knobs with production defaults; tests and the bench shorten the waits."""
 
     max_post_wait: float = 10.0  # a decision that would wait longer for its slot joins a page
-    coalesce_after: int = 10  # decisions posted to a place in a minute before pages take over
+    coalesce_after: int = 8  # decisions posted to a place in a minute before pages take over
     page_size: int = 50
     quiet: float = 1.0  # a page goes out once no decision joined for this long…
     max_delay: float = 5.0  # …(looking at least this often while they keep coming)…
