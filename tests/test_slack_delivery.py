@@ -103,22 +103,26 @@ def _spec(title: str) -> Any:
     return RunSpec(approval_mode="ask", title=title)
 
 
-async def test_two_instances_create_one_thread_and_share_the_budget(
-    sqlite_store: SqlStore,
-) -> None:
-    """Two instances on one database: one parent per run however they race, and together
-    they stay within the channel's rate (the fake answers 429 beyond one per 0.3 s)."""
+async def test_two_instances_create_one_thread_and_share_the_budget(store: SqlStore) -> None:
+    """Two instances on one database (on PostgreSQL each with its own connections): one
+    parent per run however they race, and together they stay within the channel's rate (the
+    fake answers 429 beyond one message per 0.3 s)."""
     limits = Limits(per_interval=0.35, per_burst=1, window_count=10_000)
+    other = SqlStore(store.url, schema=store.schema) if store.postgres else store
     async with fake_slack(enforce_rate_limits=True, rate_limit=(1, 0.3)) as fake:
-        first = await build_world(sqlite_store, fake, limits=limits, shared_budget=True)
+        first = await build_world(store, fake, limits=limits, shared_budget=True)
         second = await build_world(
-            sqlite_store, fake, create=False, limits=limits, shared_budget=True
+            other, fake, create=False, limits=limits, shared_budget=True, clock=first.clock
         )
         try:
+            first.core.relay.batch = second.core.relay.batch = 1  # both deliver, side by side
             for i in range(8):
                 await first.park(f"k{i}")
-            await asyncio.gather(first.flush(), second.flush())
-            await asyncio.gather(first.flush(), second.flush())  # what either left for later
+            for _ in range(20):
+                await asyncio.gather(first.flush(), second.flush())
+                if await first.store.outbox_backlog() == 0:
+                    break
+                await first.clock.advance(timedelta(seconds=5))  # past the backoff (NotYet)
             [parent] = parents(first)
             assert len(replies(first, parent)) == 8
             assert fake.rejections(error="ratelimited") == []
@@ -126,6 +130,8 @@ async def test_two_instances_create_one_thread_and_share_the_budget(
         finally:
             await close_world(second)
             await close_world(first)
+            if other is not store:
+                await other.close()
 
 
 async def test_deny_with_reason_needs_a_reason(sqlite_store: SqlStore) -> None:
