@@ -372,7 +372,8 @@ def test_multi_select_renders_checkboxes() -> None:
     assert [b["block_id"] for b in groups] == [f"choices-{n}" for n in range(4)]
     values = [o["value"] for b in groups for o in b["elements"][0]["options"]]
     assert values == [str(i) for i in range(40)]
-    assert all(b["elements"][0]["action_id"] == "cb_toggle_None" for b in groups)
+    ids = [b["elements"][0]["action_id"] for b in groups]  # unique within the message
+    assert ids == [f"cb_toggle_None-{n}" for n in range(4)]
     state = {
         "choices-0": {"cb_toggle_None": {"selected_options": [{"value": "3"}]}},
         "choices-3": {"cb_toggle_None": {"selected_options": [{"value": "39"}, {"value": "x"}]}},

@@ -330,7 +330,10 @@ def decision_blocks(card: Card, ids: Mapping[ButtonKey, str]) -> tuple[str, list
                 }
                 for b in group
             ]
-            element: Block = {"type": "checkboxes", "action_id": toggle_id, "options": choices}
+            # action ids are unique within a message: one per group of ten (ticking answers
+            # nothing, so only Submit's id is looked up; the ticks are read by block id)
+            action_id = toggle_id if len(groups) == 1 else f"{toggle_id}-{n}"
+            element: Block = {"type": "checkboxes", "action_id": action_id, "options": choices}
             # The card marks chosen options "☑": a re-render keeps the ticks.
             ticked = [c for c, b in zip(choices, group, strict=True) if b.label.startswith("☑")]
             if ticked:
