@@ -18,7 +18,7 @@ from typing import Any, Protocol
 from adapters.chat.cards import Cards
 from adapters.chat.context import CoreLink
 from adapters.chat.port import MessageRef, Notice, NotYet, Place, Platform, Post, Press
-from adapters.chat.records import Delivery, swap
+from adapters.chat.records import Delivery, swap, until_won
 from bot.domain import OutboxItem, Run, Task
 from bot.durations import format_duration
 from bot.ports import ChatCallback, ChatState, Versioned
@@ -101,28 +101,31 @@ class ChatNotifier:
             ):
                 await self._send_post(task, run, place, post, missing, claimed, 1)
                 return
-        for _ in range(10):
+
+        async def claim_and_send() -> tuple[bool, None]:
             seen = await self.record(task.id)
             delivery = Delivery.of(seen.data)
             if delivery.shown:
-                return  # delivered before (a redelivered item)
+                return True, None  # delivered before (a redelivered item)
             if delivery.claimed("post", time.time()):
                 raise NotYet("being posted elsewhere")
-            if self.coalescer is not None and await self._coalesce(place):
+            if not delivery.attempts and await self._coalesce(place):
                 # Joining a digest is one transaction (page and record together): no claim.
-                if await self.coalescer.join(task, place, seen):
-                    return
-                continue
+                # (Not after an attempt that may have posted it: that one is looked for.)
+                assert self.coalescer is not None
+                return await self.coalescer.join(task, place, seen), None
             post, missing = await self.cards.render(task, run, frozenset())
             if delivery.attempts:
                 post = replace(post, maybe_sent=True)
             claimed = replace(delivery, attempts=delivery.attempts + 1).claim("post", time.time())
-            if await self.chats.swap_ref(
+            if not await self.chats.swap_ref(
                 self.name, task.id, claimed.data(), seen.version, missing, self.link.now()
             ):
-                await self._send_post(task, run, place, post, missing, claimed, seen.version + 1)
-                return
-        raise NotYet("the delivery record kept changing")
+                return False, None
+            await self._send_post(task, run, place, post, missing, claimed, seen.version + 1)
+            return True, None
+
+        await until_won(claim_and_send, 10)
 
     async def _send_post(
         self, task: Task, run: Run, place: Place, post: Post, saved: list[ChatCallback],

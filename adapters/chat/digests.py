@@ -35,6 +35,7 @@ from adapters.chat.buttons import Buttons
 from adapters.chat.context import CoreLink
 from adapters.chat.pacing import Budget
 from adapters.chat.port import MessageRef, Page, Place, Platform
+from adapters.chat.records import until_won
 from adapters.web.links import inbox_url
 from bot.domain import Task
 from bot.durations import format_duration
@@ -249,19 +250,22 @@ class Digests:
         if task is None:
             return False
         await self.post_alone(task, Place(page.chat_id))
-        for _ in range(50):
+
+        async def take_off() -> tuple[bool, None]:
             current = await self.chats.get_page(page.id)
             if current is None:
-                return True
+                return True, None
             rest = [t for t in current.task_ids if t != task_id]
-            if await self.chats.swap_page(
+            won = await self.chats.swap_page(
                 page.id, current.version, task_ids=rest, done=not rest, is_open=bool(rest),
                 lease_until=0.0,
-            ):  # fmt: skip
-                if rest:
-                    self._touch(page.chat_id)
-                return True
-        raise RuntimeError("digest page kept changing under us")
+            )  # fmt: skip
+            if won and rest:
+                self._touch(page.chat_id)
+            return won, None
+
+        await until_won(take_off, 50)
+        return True
 
     async def _edit(self, page: DigestPage, *, quiet: bool) -> None:
         assert page.message_id is not None
@@ -289,30 +293,32 @@ class Digests:
 
     async def _lease(self, page_id: int) -> bool:
         """Take the right to send the page's first message (decisions joining the page change
-        its version meanwhile, hence the loop)."""
-        for _ in range(50):
+        its version meanwhile, hence the retries)."""
+
+        async def attempt() -> tuple[bool, bool]:
             page = await self.chats.get_page(page_id)
             if page is None or page.message_id is not None or page.lease_until > time.time():
-                return False
+                return True, False
             lease = time.time() + _LEASE
-            if await self.chats.swap_page(page_id, page.version, lease_until=lease):
-                return True
-        return False
+            return await self.chats.swap_page(page_id, page.version, lease_until=lease), True
+
+        return await until_won(attempt, 50)
 
     async def _record(
         self, page_id: int, seen: list[str] | None, changes: dict[str, object], final: bool = False
     ) -> None:
         """Write what the page now shows, and that it is done if `final`; unless decisions
         joined since it was rendered (`seen` differs): then it needs another refresh."""
-        for _ in range(50):
+
+        async def attempt() -> tuple[bool, None]:
             page = await self.chats.get_page(page_id)
             if page is None:
-                return
+                return True, None
             values = dict(changes)
             if seen is not None and page.task_ids != seen:
                 self._touch(page.chat_id)
             elif final:
                 values.update(done=True, is_open=False)
-            if await self.chats.swap_page(page_id, page.version, **values):
-                return
-        raise RuntimeError("digest page kept changing under us")
+            return await self.chats.swap_page(page_id, page.version, **values), None
+
+        await until_won(attempt, 50)

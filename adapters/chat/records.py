@@ -26,6 +26,16 @@ class Contended(RuntimeError):
     """A record kept changing under us for every attempt."""
 
 
+async def until_won(attempt: Callable[[], Awaitable[tuple[bool, R]]], attempts: int = 20) -> R:
+    """Run `attempt` (one read and one compare-and-swap, answering whether it won and what
+    to return) until it wins: the one retry loop of every compare-and-swap in the layer."""
+    for _ in range(attempts):
+        won, result = await attempt()
+        if won:
+            return result
+    raise Contended("a chat record kept changing under us")
+
+
 async def swap(
     load: Callable[[], Awaitable[Versioned | None]],
     store: Callable[[dict[str, Any], int], Awaitable[bool]],
@@ -33,17 +43,18 @@ async def swap(
     *,
     attempts: int = 20,
 ) -> dict[str, Any] | None:
-    """Read, change, compare-and-swap, again until it sticks. `change` gets a copy of the
-    data and returns the new data, or None to write nothing; answers what was written (None
-    if nothing)."""
-    for _ in range(attempts):
+    """Read, change, compare-and-swap a versioned record, again until it sticks. `change`
+    gets a copy of the data and returns the new data, or None to write nothing; answers what
+    was written (None if nothing)."""
+
+    async def attempt() -> tuple[bool, dict[str, Any] | None]:
         seen = await load() or Versioned({}, 0)
         new = change(dict(seen.data))
         if new is None:
-            return None
-        if await store(new, seen.version):
-            return new
-    raise Contended("a chat record kept changing under us")
+            return True, None
+        return await store(new, seen.version), new
+
+    return await until_won(attempt, attempts)
 
 
 def _strs(values: Any) -> list[str]:
