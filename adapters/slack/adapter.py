@@ -219,8 +219,10 @@ class SlackAdapter:
     async def _on_message(self, event: dict[str, Any]) -> None:
         """A plain reply in a run's thread answers its one pending free-text question."""
         thread, ts = event.get("thread_ts"), event.get("ts")
-        if event.get("subtype") or event.get("bot_id") or not thread or thread == ts:
-            return  # an edit, a bot (ourselves included), or not a reply in a thread
+        if event.get("subtype") not in (None, "thread_broadcast") or event.get("bot_id"):
+            return  # an edit, a join, a bot (ourselves included)
+        if not thread or thread == ts:
+            return  # not a reply in a thread
         chat, user, text = event.get("channel"), event.get("user"), str(event.get("text") or "")
         if not chat or not user or not text.strip():
             return
