@@ -42,6 +42,11 @@ async def test_telegram_rows_from_before_0005_still_edit_and_decide(sqlite_store
         await tg.park("k3")
         await tg.flush()
         page = await fake.wait_for(lambda: next((m for m in fake.sent if "📥" in m.text), None))
+
+        async def page_recorded() -> bool:  # sent, and its message id kept (then we stop)
+            return all(p.message_id for p in await tg.adapter.chats.digest_pages("telegram"))
+
+        await fake.wait_for(page_recorded)
         assert answer is not None
         clock = tg.clock
         await close_world(tg)
