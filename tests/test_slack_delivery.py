@@ -385,3 +385,30 @@ async def test_secrets_never_reach_the_log(
         await sl.settled("k1")
     text = caplog.text + "".join(str(r.args) for r in caplog.records)
     assert BOT_TOKEN not in text and SIGNING_SECRET not in text
+
+
+async def test_a_burst_becomes_digest_pages_with_working_buttons(sqlite_store: SqlStore) -> None:
+    digests = replace(FAST.digests, coalesce_after=2)
+    async with slack_world(sqlite_store, tuning=replace(FAST, digests=digests)) as sl:
+        for key in ("k1", "k2", "k3", "k4"):
+            await sl.park(key)
+        await sl.flush()
+        [parent] = parents(sl)
+        assert len(replies(sl, parent)) == 2  # the minute's share; the rest on a page
+
+        def page() -> Any:
+            return next((m for m in sl.fake.messages_in(CHANNEL) if "📥" in m.text), None)
+
+        digest = await sl.fake.wait_for(page)
+        assert digest.text.startswith("📥 2 decisions waiting") and not digest.thread_ts
+        labels = [(e.get("text") or {}).get("text") for e in digest.elements]
+        assert labels == ["Approve", "Deny", "Show"] * 2
+        answer = await sl.press(digest, "Show")
+        assert answer is not None and answer.text == "Posted below"
+        shown = await sl.fake.wait_for(lambda: len(replies(sl, parent)) == 3)
+        assert shown  # k3 in full, in the run's thread
+        answer = await sl.press(digest, "Approve")
+        assert answer is not None and answer.text == "✅ Approved"
+        assert (await sl.settled("k3")).state == "granted"
+        await sl.flush()
+        await sl.fake.wait_for(lambda: "1 settled" in sl.fake.message(CHANNEL, digest.ts).text)

@@ -3,8 +3,9 @@ honoured.
 
 Sends and edits wait for the chat's next slot (or give up with `Busy` past `max_wait`, so the
 caller can coalesce or retry later); a `RetryAfter` pauses the chat for as long as Telegram says
-and the call is tried again. Edits that cannot apply any more (message gone, not modified) are
-not errors. Answers to button presses are best effort: the decision is made already.
+and the call is tried again (past the caller's patience it becomes the chat layer's
+`RateLimited`). Edits that cannot apply any more (message gone, not modified) are not errors.
+Answers to button presses are best effort: the decision is made already.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from telegram.constants import ParseMode
 from telegram.error import BadRequest, NetworkError, RetryAfter
 
 from adapters.chat.pacing import Budget
+from adapters.chat.port import RateLimited
 from adapters.telegram.format import esc
 from bot.masking import shorten
 
@@ -63,7 +65,7 @@ class TelegramCalls:
                 self.retry_afters += 1
                 await self.budget.penalise(str(chat_id), seconds)
                 if attempt == 3 or (max_wait is not None and seconds > max_wait):
-                    raise
+                    raise RateLimited(seconds) from None
         raise AssertionError("unreachable")
 
     async def send(
