@@ -14,6 +14,7 @@ from bot.clock import Clock, SystemClock
 from bot.config import Settings
 from bot.events import EventHub
 from bot.ports import Notifier, Store
+from bot.profiles import with_builtins
 from bot.relay import OutboxRelay
 from bot.scheduler import Scheduler
 from bot.service import ApprovalService, DecisionSettings, Profile
@@ -25,10 +26,13 @@ def decision_settings(settings: Settings) -> DecisionSettings:
 
 
 def profiles(settings: Settings) -> dict[str, Profile]:
-    return {
-        name: Profile(p.approval_mode, list(p.approval_rules), p.tool_names, dict(p.aliases))
-        for name, p in settings.profiles.items()
-    }
+    """The configured profiles, over the built-in ones (bot/profiles.py)."""
+    return with_builtins(
+        {
+            name: Profile(p.approval_mode, list(p.approval_rules), p.tool_names, dict(p.aliases))
+            for name, p in settings.profiles.items()
+        }
+    )
 
 
 @dataclass
