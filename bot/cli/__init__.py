@@ -18,6 +18,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "asks": ("bot.cli.asks", "asks", "List and decide what rests on people, from the terminal."),
     "db": ("bot.cli.db", "db", "Database maintenance (migrations)."),
     "demo": ("bot.cli.demo", "demo", "Run a simulated agent against the running service."),
+    "hook": ("bot.cli.hook", "hook", "Agent hooks: `hook claude-code` (Claude Code PreToolUse)."),
+    "mcp": ("bot.cli.mcp", "mcp", "An MCP server (stdio) with ask_human and request_approval."),
 }
 
 
