@@ -412,3 +412,26 @@ async def test_a_burst_becomes_digest_pages_with_working_buttons(sqlite_store: S
         assert (await sl.settled("k3")).state == "granted"
         await sl.flush()
         await sl.fake.wait_for(lambda: "1 settled" in sl.fake.message(CHANNEL, digest.ts).text)
+
+
+async def test_hostile_bodies_get_a_4xx_never_a_500(sqlite_store: SqlStore) -> None:
+    form = {"Content-Type": "application/x-www-form-urlencoded"}
+    bodies: list[tuple[str, dict[str, str] | None]] = [
+        ("payload=notjson", form),
+        ('payload={"type":"block_actions","actions":[{}],"user":"x"}', form),
+        ('payload={"type":"view_submission","view":"x"}', form),
+        ('{"type":"event_callback","event":"x"}', None),
+        ("[]", None),
+    ]
+    async with slack_world(sqlite_store) as sl:
+        for body, headers in bodies:
+            status, _ = await sl.fake.post_event(
+                sl.events_url, body, SIGNING_SECRET, headers=headers
+            )
+            assert 400 <= status < 500, (body, status)
+            status, _ = await sl.fake.post_event(
+                sl.events_url, body, SIGNING_SECRET, headers=headers, signature="v0=00"
+            )
+            assert status == 401, body
+        status, _ = await sl.fake.post_event(sl.events_url, b"\xff\xfe", SIGNING_SECRET)
+        assert status == 400

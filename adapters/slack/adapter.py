@@ -2,8 +2,9 @@
 on a `SlackPlatform` (platform.py).
 
 Transport: HTTP mode serves events and interactivity at `POST /slack/events` on the service's
-own aiohttp server (bolt verifies the signature: unsigned, wrongly signed or older than five
-minutes is a 401 and changes nothing; `url_verification` is answered), or Socket Mode with the
+own aiohttp server (the signature is verified before anything is read: unsigned, wrongly signed
+or older than five minutes is a 401 and changes nothing; a signed body that is not what Slack
+sends is a 400; `url_verification` is answered), or Socket Mode with the
 app-level token, for installs with no public address. Every request is acknowledged first (bolt
 answers Slack as soon as `ack()` is called) and the work runs after it.
 
@@ -20,10 +21,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
-from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
+from slack_bolt.adapter.aiohttp import to_aiohttp_response
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
+from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.errors import SlackApiError
+from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.chat.buttons import Buttons
@@ -125,6 +128,7 @@ class SlackAdapter:
         self.app.view(TEXT_VIEW)(self._on_view)
         self.app.event("message")(self._on_message)
         self._app_token = app_token
+        self._verifier = SignatureVerifier(signing_secret) if signing_secret else None
         self._socket: AsyncSocketModeHandler | None = None
         self._started = False
 
@@ -164,16 +168,34 @@ class SlackAdapter:
 
     # HTTP mode ---------------------------------------------------------------------------------
     async def handle_events(self, request: web.Request) -> web.StreamResponse:
-        """`POST /slack/events`: Slack's events and interactivity, verified by bolt."""
-        if self.config.mode != "http":
-            return web.Response(status=404)
+        """`POST /slack/events`: Slack's events and interactivity. The signature is checked
+        before the body is parsed (bolt checks it again); a signed body that is not what Slack
+        sends is a 400, never a 500."""
+        if self.config.mode != "http" or self._verifier is None:
+            return _error(404, "not_found", "Slack events are not received over HTTP here")
         try:
-            bolt_request = await to_bolt_request(request)
+            body = (await request.read()).decode()
         except UnicodeDecodeError:
-            return web.Response(status=400, text="the body is not UTF-8")
+            return _error(400, "invalid_request", "the body is not UTF-8")
+        headers = request.headers
+        if not self._verifier.is_valid(
+            body,
+            headers.get("X-Slack-Request-Timestamp", ""),
+            headers.get("X-Slack-Signature", ""),
+        ):
+            return _error(401, "unauthorized", "invalid or stale Slack signature")
         if not self._started:
-            return web.Response(status=503)
-        return await to_aiohttp_response(await self.app.async_dispatch(bolt_request))
+            return _error(503, "not_ready", "the Slack adapter is not started")
+        try:
+            bolt_request = AsyncBoltRequest(body=body, query=request.query_string,
+                                            headers=dict(headers))  # fmt: skip
+            response = await self.app.async_dispatch(bolt_request)
+        except (ValueError, TypeError, KeyError, AttributeError) as error:
+            log.debug("slack: an unreadable request (%s)", type(error).__name__)
+            return _error(400, "invalid_request", "not a request Slack sends")
+        if response.status >= 500:  # bolt's own answer to a payload it could not read
+            return _error(400, "invalid_request", "not a request Slack sends")
+        return await to_aiohttp_response(response)
 
     # bolt's listeners: translate only ----------------------------------------------------------
     async def _on_action(self, ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
@@ -247,6 +269,10 @@ class SlackAdapter:
             return
         notice = await self.presses.on_text(str(user), waiting[0], "answer_text", text.strip())
         await self.platform.tell(press, notice or "💬 Answered")
+
+
+def _error(status: int, code: str, detail: str) -> web.Response:
+    return web.json_response({"error": {"code": code, "detail": detail}}, status=status)
 
 
 def mount(app: web.Application, adapter: SlackAdapter) -> None:
