@@ -202,13 +202,15 @@ class SlackAdapter:
         await ack()
         if action.get("type") == "checkboxes":
             return  # ticking answers nothing until Submit
-        user = body.get("user") or {}
-        container = body.get("container") or {}
-        message = body.get("message") or {}
-        chat = container.get("channel_id") or (body.get("channel") or {}).get("id")
+        user, container, message = (
+            _obj(body.get("user")),
+            _obj(body.get("container")),
+            _obj(body.get("message")),
+        )
+        chat = container.get("channel_id") or _obj(body.get("channel")).get("id")
         ts = container.get("message_ts") or message.get("ts")
         ref = MessageRef(str(chat), str(ts), message.get("thread_ts")) if chat and ts else None
-        values = (body.get("state") or {}).get("values")
+        values = _obj(body.get("state")).get("values")
         press = Press(
             user=str(user.get("id", "")),
             user_name=str(user.get("name") or user.get("username") or ""),
@@ -220,8 +222,8 @@ class SlackAdapter:
         await self.presses.on_press(press)
 
     async def _on_view(self, ack: Any, body: dict[str, Any], view: dict[str, Any]) -> None:
-        state = ((view.get("state") or {}).get("values") or {}).get(TEXT_BLOCK) or {}
-        text = str((state.get(TEXT_BLOCK) or {}).get("value") or "").strip()
+        state = _obj(_obj(_obj(view.get("state")).get("values")).get(TEXT_BLOCK))
+        text = str(_obj(state.get(TEXT_BLOCK)).get("value") or "").strip()
         if not text:  # never a silent deny or an empty answer
             await ack(response_action="errors", errors={TEXT_BLOCK: "Write something first"})
             return
@@ -230,7 +232,7 @@ class SlackAdapter:
         if found is None or found[0].channel != CHANNEL:
             return
         callback, task = found
-        user = str((body.get("user") or {}).get("id", ""))
+        user = str(_obj(body.get("user")).get("id", ""))
         notice = await self.presses.on_text(user, task, callback.action, text)
         if notice:
             ref = await self.chats.get_ref(CHANNEL, task.id)
@@ -269,6 +271,11 @@ class SlackAdapter:
             return
         notice = await self.presses.on_text(str(user), waiting[0], "answer_text", text.strip())
         await self.platform.tell(press, notice or "💬 Answered")
+
+
+def _obj(value: Any) -> dict[str, Any]:
+    """A part of Slack's payload that must be an object (anything else reads as empty)."""
+    return value if isinstance(value, dict) else {}
 
 
 def _error(status: int, code: str, detail: str) -> web.Response:
