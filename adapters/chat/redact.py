@@ -10,7 +10,9 @@ from collections.abc import Iterable
 class Redact(logging.Filter):
     def __init__(self, secrets: Iterable[str]) -> None:
         super().__init__()
-        self.secrets = [s for s in secrets if s]
+        # (A secret of a few characters protects nothing, and replacing it everywhere would
+        # garble every log line.)
+        self.secrets = [s for s in secrets if len(s) >= 6]
 
     def filter(self, record: logging.LogRecord) -> bool:
         try:

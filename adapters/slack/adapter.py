@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from aiohttp import web
+from aiohttp import ClientError, web
 from slack_bolt.adapter.aiohttp import to_aiohttp_response
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
@@ -149,6 +149,10 @@ class SlackAdapter:
         except SlackApiError as error:
             code = error.response.get("error")
             raise ConfigError(f"slack.bot_token: Slack refused the bot token ({code})") from None
+        except (OSError, TimeoutError, ClientError) as error:  # the address, not the token
+            raise ConfigError(
+                f"slack.api_base_url: could not reach Slack's Web API ({type(error).__name__})"
+            ) from None
         if self.config.mode == "socket":
             self._socket = AsyncSocketModeHandler(self.app, self._app_token)
             await self._socket.connect_async()  # type: ignore[no-untyped-call]
