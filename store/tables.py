@@ -37,6 +37,22 @@ class ApplicationRow(SQLModel, table=True):
     workspace_id: str = Field(index=True, max_length=64)
     name: str = Field(max_length=200)
     created_at: float
+    # The origins beyond `model` its appends may claim: "", "author", "kernel" or
+    # "author,kernel" (`admin app add --may-claim`). Nothing unless its registration says so.
+    may_claim: str = Field(default="", max_length=64, sa_column_kwargs={"server_default": ""})
+
+
+class WebSessionRow(SQLModel, table=True):
+    """A signed-in browser session. The cookie names it; signing out, or rotating or revoking
+    the person's token, sets `revoked_at`, and the cookie stops working at once."""
+
+    __tablename__ = "web_session"
+    id: str = Field(primary_key=True, max_length=64)
+    member_id: str = Field(index=True, max_length=40)
+    workspace_id: str = Field(max_length=64)
+    created_at: float
+    expires_at: float
+    revoked_at: float | None = None
 
 
 class CredentialRow(SQLModel, table=True):
