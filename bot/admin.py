@@ -5,16 +5,32 @@ from __future__ import annotations
 import re
 import secrets
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from bot import errors, tokens
 from bot.clock import Clock
-from bot.domain import Application, Member, Principal, Workspace, new_id
+from bot.domain import CLAIMABLE_ORIGINS, Application, Member, Principal, Workspace, new_id
 from bot.errors import ApprovalError
 from bot.ports import DuplicateKey, Store, Tx
 
 _WORKSPACE_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 _SECRET_KEY = "instance_secret"
+
+
+def parse_claims(value: Iterable[str] | str) -> frozenset[str]:
+    """`author,kernel` (or a list of them) as a set; anything else is `invalid_request`."""
+    parts = value.split(",") if isinstance(value, str) else list(value)
+    claims = frozenset(part.strip() for part in parts if part.strip())
+    unknown = sorted(claims - set(CLAIMABLE_ORIGINS))
+    if unknown:
+        raise ApprovalError(
+            errors.INVALID_REQUEST,
+            f"may_claim: {unknown[0]!r} is not an origin an application may claim "
+            "(author, kernel; comma-separated)",
+            422,
+        )
+    return claims
 
 
 @dataclass(frozen=True)
@@ -99,11 +115,16 @@ class Admin:
             raise ApprovalError(errors.CONFLICT, f"member {name} exists", 409) from None
         return Issued(principal, token)
 
-    async def add_application(self, workspace_id: str, name: str) -> Issued:
+    async def add_application(
+        self, workspace_id: str, name: str, *, may_claim: Iterable[str] | str = ()
+    ) -> Issued:
+        """Register an agent runtime and issue its token. `may_claim` names the origins beyond
+        `model` its appends may claim (`author`, `kernel`); nothing unless it is given."""
+        claims = parse_claims(may_claim)
         await self._workspace(workspace_id)
         if not name or len(name) > 200:
             raise ApprovalError(errors.INVALID_REQUEST, "application name: 1-200 characters", 422)
-        app = Application(new_id("app"), workspace_id, name)
+        app = Application(new_id("app"), workspace_id, name, may_claim=claims)
         principal = Principal("application", app.id, name, workspace_id)
         token = tokens.new_token("application")
         try:
@@ -113,6 +134,12 @@ class Admin:
         except DuplicateKey:
             raise ApprovalError(errors.CONFLICT, f"application {name} exists", 409) from None
         return Issued(principal, token)
+
+    async def applications(self, workspace_id: str) -> list[Application]:
+        """The workspace's applications by name, with the origins each may claim."""
+        await self._workspace(workspace_id)
+        async with self.store.read() as tx:
+            return await tx.list_applications(workspace_id)
 
     async def _issue(self, tx: Tx, principal: Principal, token: str) -> None:
         await tx.insert_credential(

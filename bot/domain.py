@@ -20,6 +20,8 @@ PrincipalKind = Literal["member", "application"]
 
 PARKED_STATES: tuple[TaskState, ...] = ("needs_approval", "awaiting_input")
 ASK_TOOL = "ask"
+# The origins beyond `model` an application may be registered to claim (SPEC 2.7).
+CLAIMABLE_ORIGINS = ("author", "kernel")
 
 
 def new_id(prefix: str) -> str:
@@ -68,6 +70,9 @@ class Application:
     id: str
     workspace_id: str
     name: str
+    # The origins beyond `model` its appends may claim (`admin app add --may-claim`): a
+    # property of the registration, fixed when it is made.
+    may_claim: frozenset[str] = frozenset()
 
 
 @dataclass(slots=True)

@@ -5,6 +5,9 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from bot import errors, jsontext
+from bot.errors import ApprovalError
+
 _KNOWN = ("summary", "effects", "targets", "risk", "reversible")
 _EFFECT_WORDS = (
     (("bash", "shell", "exec", "process", "run", "terminal", "command"), "executes"),
@@ -70,8 +73,55 @@ def derive(tool: str, tool_input: Any) -> dict[str, Any]:
     return profile
 
 
+def _shown(key: str) -> str:
+    """A key as an error names it: a NUL is written out, never sent back raw."""
+    return key.replace("\x00", "\\u0000")
+
+
+def _nul_in(value: Any, path: str) -> str | None:
+    if isinstance(value, str):
+        return f"{path}: NUL characters (U+0000) are not accepted" if "\x00" in value else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(key, str) and "\x00" in key:
+                return f"{path}.{_shown(key)}: NUL characters (U+0000) are not accepted in keys"
+            found = _nul_in(item, f"{path}.{key}")
+            if found:
+                return found
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            found = _nul_in(item, f"{path}[{index}]")
+            if found:
+                return found
+    return None
+
+
+def storable_problem(value: Any, path: str) -> str | None:
+    """What keeps a JSON value out of the store, naming where (`tool_input.edits[0].text: …`),
+    or None. PostgreSQL text cannot hold U+0000, in a key or a string at any depth."""
+    try:
+        text = jsontext.dumpb(value)
+    except (TypeError, ValueError):
+        return f"{path}: not a JSON value"
+    if b"\\u0000" not in text:  # how JSON writes a NUL: almost every value stops here
+        return None
+    return _nul_in(value, path)  # None when the text merely holds a backslash and "u0000"
+
+
+def check(profile: Any) -> None:
+    """A supplied profile is an object the store can hold; refused: 422 naming the field."""
+    if profile is None:
+        return
+    if not isinstance(profile, dict):
+        raise ApprovalError(errors.INVALID_REQUEST, "effect_profile: an object", 422)
+    problem = storable_problem(profile, "effect_profile")
+    if problem:
+        raise ApprovalError(errors.INVALID_REQUEST, problem, 422)
+
+
 def normalise(profile: dict[str, Any] | None, tool: str, tool_input: Any) -> dict[str, Any]:
-    """The profile to freeze on the call: the supplied one, else a derived one."""
+    """The profile to freeze on the call: the supplied one (already `check`ed), else a derived
+    one."""
     if not profile:
         return derive(tool, tool_input)
     return dict(profile)

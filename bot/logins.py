@@ -47,6 +47,8 @@ async def consume(store: Store, clock: Clock, token: str) -> Principal | None:
     """The person the token signs in, or None when it is unknown, expired or already used."""
     if not token.startswith(tokens.TOKEN_PREFIX["login"]) or len(token) > 200:
         return None
+    if not token.isascii() or not token.isprintable():
+        return None  # tokens are printable ASCII; anything else names no link
     digest = _digest(token)
     async with store.read() as tx:
         raw = await tx.get_meta(_ISSUED + digest)

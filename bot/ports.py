@@ -56,6 +56,8 @@ class Tx(Protocol):
     async def list_members(self, workspace_id: str) -> list[Member]: ...
     async def insert_application(self, app: Application) -> None: ...
     async def find_application(self, workspace_id: str, name: str) -> Application | None: ...
+    async def get_application(self, application_id: str) -> Application | None: ...
+    async def list_applications(self, workspace_id: str) -> list[Application]: ...
     async def insert_credential(
         self, *, credential_id: str, principal: Principal, token_hash: str, at: datetime
     ) -> None: ...
@@ -327,4 +329,38 @@ class ChatState(Protocol):
     async def swap_record(self, channel: str, key: str, data: dict[str, Any], version: int) -> bool:
         """Compare-and-swap the record like `swap_ref`: write `data` if it is still at
         `version` (0: insert it if absent); True for the one writer that won."""
+        ...
+
+
+# The browser page's sessions ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WebSession:
+    """A signed-in browser session as the store keeps it: the signed cookie names `id`."""
+
+    id: str
+    member: Principal
+    created_at: datetime
+    expires_at: datetime
+
+
+class WebSessions(Protocol):
+    """Server-side sessions of the browser page, so that signing out, or rotating or revoking the
+    person's token, ends a session at once even for a cookie copied before."""
+
+    async def create(self, session: WebSession) -> None: ...
+
+    async def get(self, session_id: str, now: datetime) -> WebSession | None:
+        """The session if it is live (one indexed read): not signed out, not expired, and its
+        person still holds a token, none of which was revoked since the session began. The
+        member's name and workspace are the store's, not the cookie's."""
+        ...
+
+    async def revoke(self, session_id: str, at: datetime) -> bool:
+        """Sign-out: True if the session was live until now."""
+        ...
+
+    async def revoke_for_member(self, member_id: str, at: datetime) -> int:
+        """End every live session of the person (token rotation or revocation); how many."""
         ...

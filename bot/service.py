@@ -7,13 +7,14 @@ state, so the first ending wins and every later attempt gets `already_decided`.
 
 from __future__ import annotations
 
+import hashlib
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from bot import effects, errors, tokens
+from bot import access, effects, errors, tokens
 from bot.clock import Clock
 from bot.decisions import (
     FAILURE_POLICIES,
@@ -75,6 +76,25 @@ __all__ = [
 ]
 
 
+KEY_LIMIT = 200  # a task key's length (KEY_PATTERN; the column holds no more on PostgreSQL)
+
+
+def retry_key(key: str, serial: int, taken: Container[str]) -> str:
+    """The key of the call asked anew after `key` expired: `<key>~retry<N>`, N the first free
+    serial from `serial`. It always fits KEY_LIMIT (a base too long is cut and tagged with a
+    short hash of the whole, so cut keys stay distinct) and never meets a key in `taken`."""
+    base = key.split("~retry")[0] or key
+    while True:
+        suffix = f"~retry{serial}"
+        candidate = base + suffix
+        if len(candidate) > KEY_LIMIT:
+            tag = hashlib.sha256(base.encode()).hexdigest()[:10]
+            candidate = f"{base[: KEY_LIMIT - len(suffix) - len(tag) - 1]}-{tag}{suffix}"
+        if candidate not in taken:
+            return candidate
+        serial += 1
+
+
 class ApprovalService:
     """The core every surface calls: the HTTP API, the chat adapters, the web page, the CLI."""
 
@@ -98,6 +118,9 @@ class ApprovalService:
         self.secret = secret
         self._policies: OrderedDict[str, Policy] = OrderedDict()
         self._runs: OrderedDict[str, Run] = OrderedDict()
+        # The origins each application may claim, by application id: fixed when the
+        # application is registered (a new registration is a new id), so never stale.
+        self._claims: OrderedDict[str, frozenset[str]] = OrderedDict()
         # Called after each commit that added timers or outbox items (scheduler, relay wake-ups).
         self.on_timers: Callable[[], None] = lambda: None
         self.on_outbox: Callable[[], None] = lambda: None
@@ -114,11 +137,6 @@ class ApprovalService:
         else:
             self._policies.move_to_end(run.id)
         return policy
-
-    @staticmethod
-    def _check_workspace(principal: Principal, workspace_id: str) -> None:
-        if principal.workspace_id != workspace_id:
-            raise not_found("workspace")
 
     async def _run(self, tx: Tx, workspace_id: str, run_id: str, *, lock: bool = True) -> Run:
         """The run, its declaration from memory when seen before (it is frozen at creation),
@@ -152,14 +170,14 @@ class ApprovalService:
         return task
 
     async def get_run(self, principal: Principal, workspace_id: str, run_id: str) -> Run:
-        self._check_workspace(principal, workspace_id)
+        access.check_workspace(principal, workspace_id)
         async with self.store.read() as tx:
             return await self._run(tx, workspace_id, run_id, lock=False)
 
     async def get_task(
         self, principal: Principal, workspace_id: str, run_id: str, key: str
     ) -> Task:
-        self._check_workspace(principal, workspace_id)
+        access.check_workspace(principal, workspace_id)
         async with self.store.read() as tx:
             return await self._task(tx, workspace_id, run_id, key)
 
@@ -185,7 +203,7 @@ class ApprovalService:
     ) -> list[Task]:
         """Every decision now resting on a person (an author ask with a token rests on its
         client instead)."""
-        self._check_workspace(principal, workspace_id)
+        access.check_workspace(principal, workspace_id)
         tasks = await self.store.asks(workspace_id, run_id=run_id)
         return [t for t in tasks if t.resolution_token_hash is None]
 
@@ -206,9 +224,13 @@ class ApprovalService:
         return profile
 
     async def declare_run(self, principal: Principal, workspace_id: str, spec: RunSpec) -> Run:
-        self._check_workspace(principal, workspace_id)
+        access.check_workspace(principal, workspace_id)
         if spec.approval_mode is not None and spec.approval_mode not in MODES:
             raise invalid("approval_mode: must be bypass, ask or rules")
+        for name in ("title", "approval_rules", "tool_names", "aliases", "profile"):
+            problem = effects.storable_problem(getattr(spec, name), name)
+            if problem:
+                raise invalid(problem)
         async with self.store.write() as tx:
             parent = None
             if spec.parent_run is not None:
@@ -217,7 +239,14 @@ class ApprovalService:
             policy = compile_policy(declared.approval_rules, declared.aliases)
             if spec.executor_id is not None:
                 executor = await tx.get_executor(spec.executor_id)
-                if executor is None or executor.workspace_id != workspace_id or executor.revoked:
+                if (
+                    executor is None
+                    or executor.workspace_id != workspace_id
+                    or executor.revoked
+                    # An application names only its own executors (another's is not found,
+                    # as on GET /executors/E); a person may name any of the workspace's.
+                    or (not principal.is_member and executor.application_id != principal.id)
+                ):
                     raise not_found("executor")
             run = Run(
                 id=new_id("run"),
@@ -250,12 +279,13 @@ class ApprovalService:
         *,
         via: str = "api",
     ) -> Receipt:
-        self._check_workspace(principal, workspace_id)
+        access.check_workspace(principal, workspace_id)
         self._check_call(spec)
         # Only a keyed call can be appended again, so only its body is fingerprinted.
         fingerprint = "" if spec.key is None else spec.fingerprint()
         now = self.clock.now()
         async with self.store.write() as tx:
+            await self._check_origin(tx, principal, spec.origin)  # before anything is written
             run = await self._run(tx, workspace_id, run_id)
             if spec.key is not None:
                 existing = await tx.get_task(run_id, spec.key)
@@ -353,6 +383,32 @@ class ApprovalService:
             raise invalid("failure_policy: must be continue or hold")
         if spec.approval_mode is not None and spec.approval_mode not in MODES:
             raise invalid("approval_mode: must be bypass, ask or rules")
+        # What the store cannot hold is the caller's 422, never the database's 500.
+        problem = (
+            effects.storable_problem(spec.tool_input, "tool_input")
+            or effects.storable_problem(spec.tool_name, "tool_name")
+            or effects.storable_problem(spec.tool_names, "tool_names")
+        )
+        if problem:
+            raise invalid(problem)
+        effects.check(spec.effect_profile)
+
+    async def _check_origin(self, tx: Tx, principal: Principal, origin: str) -> None:
+        """The right to claim an origin is the credential's (SPEC 2.7): people append author
+        rows; an application claims author or kernel only if its registration says so."""
+        if origin == "model":
+            return
+        claims: frozenset[str] = frozenset()
+        if not principal.is_member:
+            cached = self._claims.get(principal.id)
+            if cached is None:
+                app = await tx.get_application(principal.id)
+                if app is not None and app.workspace_id == principal.workspace_id:
+                    cached = self._claims[principal.id] = app.may_claim
+                    if len(self._claims) > 10_000:
+                        self._claims.popitem(last=False)
+            claims = cached or frozenset()
+        access.check_origin(principal, origin, claims)
 
     async def _addressee(self, tx: Tx, run: Run) -> str | None:
         if run.executor_id is None:
@@ -491,15 +547,6 @@ class ApprovalService:
         DECISIONS.labels(outcome=ended.state, via=ending.via).inc()
         DECISION_LATENCY.observe((ending.at - ended.created_at).total_seconds())
 
-    @staticmethod
-    def _require_member(principal: Principal) -> None:
-        if not principal.is_member:
-            raise ApprovalError(
-                errors.MEMBER_CREDENTIAL_REQUIRED,
-                "deciding needs a person's (member) credential, not an application's",
-                403,
-            )
-
     async def approve(
         self, principal: Principal, workspace_id: str, run_id: str, key: str, *, via: str = "api"
     ) -> Task:
@@ -527,8 +574,8 @@ class ApprovalService:
         reason: str,
         via: str,
     ) -> Task:
-        self._check_workspace(principal, workspace_id)
-        self._require_member(principal)
+        access.check_workspace(principal, workspace_id)
+        access.require_member(principal)
         reason = (reason or "").strip()[:REASON_LIMIT]
         now = self.clock.now()
         async with self.store.write() as tx:
@@ -583,8 +630,8 @@ class ApprovalService:
     ) -> Task:
         """Answer a question (or decline it with `outcome="failed"`)."""
         if principal is not None and resolution_token is None:
-            self._check_workspace(principal, workspace_id)
-            self._require_member(principal)
+            access.check_workspace(principal, workspace_id)
+            access.require_member(principal)
         if outcome not in (None, "resolved", "failed"):
             raise invalid("outcome: must be failed (to decline) or left out")
         now = self.clock.now()
@@ -623,7 +670,7 @@ class ApprovalService:
         self, principal: Principal, workspace_id: str, run_id: str, *, via: str = "api"
     ) -> Run:
         """Stop the run: every parked call and question is cancelled. Stopping twice is a no-op."""
-        self._check_workspace(principal, workspace_id)
+        access.check_workspace(principal, workspace_id)
         return await self._halt(
             principal, workspace_id, run_id, ("running", "held"), "stopped", via
         )
@@ -631,8 +678,8 @@ class ApprovalService:
     async def abandon(
         self, principal: Principal, workspace_id: str, run_id: str, *, via: str = "api"
     ) -> Run:
-        self._check_workspace(principal, workspace_id)
-        self._require_member(principal)
+        access.check_workspace(principal, workspace_id)
+        access.require_member(principal)
         return await self._halt(principal, workspace_id, run_id, ("held",), "abandoned", via)
 
     async def _halt(
@@ -666,8 +713,8 @@ class ApprovalService:
         self, principal: Principal, workspace_id: str, run_id: str, *, via: str = "api"
     ) -> Run:
         """A person takes a held run up again: each expired decision that held it is asked anew."""
-        self._check_workspace(principal, workspace_id)
-        self._require_member(principal)
+        access.check_workspace(principal, workspace_id)
+        access.require_member(principal)
         now = self.clock.now()
         async with self.store.write() as tx:
             run = await self._run(tx, workspace_id, run_id)
@@ -676,11 +723,15 @@ class ApprovalService:
             run = replace(run, state="running", held_task_key=None)
             tasks = await tx.tasks_of_run(run_id)
             retried = {t.retry_of for t in tasks if t.retry_of}
+            # Every key of the run, the new ones too: under the run's lock nothing else adds
+            # one, so a key picked here is free when it is inserted.
+            taken = {t.key for t in tasks}
             for old in tasks:
                 holds = old.kind == "ask" or old.failure_policy == "hold"
                 if old.state != "timed_out" or not holds or old.id in retried:
                     continue
-                task = self._again(old, now, await tx.count_tasks(run_id))
+                task = self._again(old, now, retry_key(old.key, len(taken), taken))
+                taken.add(task.key)
                 task.addressee = await self._addressee(tx, run)
                 await tx.insert_task(task)
                 await self._record_park(tx, run, task, principal, via)
@@ -689,13 +740,13 @@ class ApprovalService:
         self.after_commit(run, timers=True, outbox=bool(self.channels))
         return run
 
-    def _again(self, old: Task, now: datetime, serial: int) -> Task:
+    def _again(self, old: Task, now: datetime, key: str) -> Task:
         ttl = self.settings.question_ttl if old.kind == "ask" else self.settings.park_ttl
         return Task(
             id=ordered_id("task"),
             run_id=old.run_id,
             workspace_id=old.workspace_id,
-            key=f"{old.key.split('~retry')[0]}~retry{serial}",
+            key=key,
             kind=old.kind,
             origin=old.origin,
             tool_name=old.tool_name,
@@ -718,13 +769,8 @@ class ApprovalService:
     async def register_executor(
         self, principal: Principal, workspace_id: str, name: str
     ) -> Executor:
-        self._check_workspace(principal, workspace_id)
-        if principal.is_member:
-            raise ApprovalError(
-                errors.MEMBER_CREDENTIAL_REQUIRED.replace("member", "application"),
-                "executors belong to an application credential",
-                403,
-            )
+        access.check_workspace(principal, workspace_id)
+        access.require_application(principal, "executors belong to an application credential")
         if not name or len(name) > 200:
             raise invalid("name: 1-200 characters")
         executor = Executor(new_id("exe"), workspace_id, principal.id, name)
@@ -733,7 +779,7 @@ class ApprovalService:
         return executor
 
     async def executor(self, principal: Principal, workspace_id: str, executor_id: str) -> Executor:
-        self._check_workspace(principal, workspace_id)
+        access.check_workspace(principal, workspace_id)
         async with self.store.read() as tx:
             executor = await tx.get_executor(executor_id)
         if executor is None or executor.workspace_id != workspace_id:

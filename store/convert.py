@@ -8,6 +8,7 @@ from operator import attrgetter
 from typing import Any, cast
 
 from bot.domain import (
+    Application,
     Event,
     Executor,
     LogEntry,
@@ -49,6 +50,34 @@ def member(row: Mapping[str, Any]) -> Member:
         telegram_user_id=row["telegram_user_id"],
         slack_user_id=row["slack_user_id"],
     )
+
+
+def claims_text(claims: frozenset[str]) -> str:
+    """The `application.may_claim` column: origins in a fixed order, comma-separated."""
+    return ",".join(sorted(claims))
+
+
+def claims(text: str | None) -> frozenset[str]:
+    return frozenset(part for part in (text or "").split(",") if part)
+
+
+def application(row: Mapping[str, Any]) -> Application:
+    return Application(
+        id=row["id"],
+        workspace_id=row["workspace_id"],
+        name=row["name"],
+        may_claim=claims(row["may_claim"]),
+    )
+
+
+def application_values(app: Application) -> dict[str, Any]:
+    return {
+        "id": app.id,
+        "workspace_id": app.workspace_id,
+        "name": app.name,
+        "may_claim": claims_text(app.may_claim),
+        "created_at": 0.0,
+    }
 
 
 def executor(row: Mapping[str, Any]) -> Executor:

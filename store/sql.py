@@ -31,6 +31,7 @@ from store.tx import (
     RUN,
     TASK,
     TIMER,
+    WEB_SESSION,
     SqlTx,
 )
 
@@ -246,7 +247,8 @@ class SqlStore:
     async def purge(self, before: datetime) -> int:
         """Drop bookkeeping nobody reads again: fired timers and delivered notifications older
         than `before`, and what chats kept for decisions settled before it (button ids, reply
-        prompts, choices, message references) and for digest pages closed before it. A button
+        prompts, choices, message references), for digest pages closed before it, and web
+        sessions that expired before it. A button
         pressed after that is answered as no longer valid. Tasks, events and the decision log
         (the audit trail) stay."""
         cutoff = cv.ts(before)
@@ -258,6 +260,7 @@ class SqlStore:
                     OUTBOX.c.delivered_at.is_not(None), OUTBOX.c.delivered_at < cutoff
                 ),
                 sa.delete(DIGEST).where(DIGEST.c.done.is_(True), DIGEST.c.updated_at < cutoff),
+                sa.delete(WEB_SESSION).where(WEB_SESSION.c.expires_at < cutoff),
             ]
             for table in PER_TASK_CHAT:
                 settled = sa.exists().where(

@@ -58,6 +58,7 @@ from store.tables import (
     RunSeqRow,
     TaskRow,
     TimerRow,
+    WebSessionRow,
     WorkspaceRow,
 )
 
@@ -85,6 +86,7 @@ CHOICE = ChatChoiceRow.__table__  # type: ignore[attr-defined]
 DIGEST = ChatDigestRow.__table__  # type: ignore[attr-defined]
 RECORD = ChatRecordRow.__table__  # type: ignore[attr-defined]
 REF = DeliveryRefRow.__table__  # type: ignore[attr-defined]
+WEB_SESSION = WebSessionRow.__table__  # type: ignore[attr-defined]
 # What chats keep per decision; purged with the rest of the bookkeeping (SqlStore.purge).
 PER_TASK_CHAT = (CALLBACK, PROMPT, CHOICE, REF)
 
@@ -247,8 +249,7 @@ class SqlTx:
         return [cv.member(r) for r in await self._all(stmt.order_by(MEMBER.c.name))]
 
     async def insert_application(self, app: Application) -> None:
-        values = {"id": app.id, "workspace_id": app.workspace_id, "name": app.name}
-        await self._insert(APPLICATION, values | {"created_at": 0.0})
+        await self._insert(APPLICATION, cv.application_values(app))
 
     async def find_application(self, workspace_id: str, name: str) -> Application | None:
         row = await self._one(
@@ -256,7 +257,15 @@ class SqlTx:
                 APPLICATION.c.workspace_id == workspace_id, APPLICATION.c.name == name
             )
         )
-        return Application(row["id"], row["workspace_id"], row["name"]) if row else None
+        return cv.application(row) if row else None
+
+    async def get_application(self, application_id: str) -> Application | None:
+        row = await self._one(sa.select(APPLICATION).where(APPLICATION.c.id == application_id))
+        return cv.application(row) if row else None
+
+    async def list_applications(self, workspace_id: str) -> list[Application]:
+        stmt = sa.select(APPLICATION).where(APPLICATION.c.workspace_id == workspace_id)
+        return [cv.application(r) for r in await self._all(stmt.order_by(APPLICATION.c.name))]
 
     async def insert_credential(
         self, *, credential_id: str, principal: Principal, token_hash: str, at: datetime
@@ -301,6 +310,12 @@ class SqlTx:
         result = await self.conn.execute(
             sa.update(CREDENTIAL)
             .where(CREDENTIAL.c.principal_id == principal_id, CREDENTIAL.c.revoked_at.is_(None))
+            .values(revoked_at=cv.ts(at))
+        )
+        # Their web sessions end with their tokens (rotation included), in the same write.
+        await self.conn.execute(
+            sa.update(WEB_SESSION)
+            .where(WEB_SESSION.c.member_id == principal_id, WEB_SESSION.c.revoked_at.is_(None))
             .values(revoked_at=cv.ts(at))
         )
         return int(result.rowcount)

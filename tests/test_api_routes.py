@@ -33,6 +33,14 @@ async def declare(api: Served, who: str = "agent", **body: object) -> str:
     return str(run["id"])
 
 
+async def author_app(api: Served, name: str = "script") -> str:
+    """An application registered to claim origin author (`admin app add --may-claim author`)."""
+    api.tokens[name] = (
+        await api.core.admin.add_application(api.ws, name, may_claim="author")
+    ).token
+    return name
+
+
 async def park(api: Served, run: str, key: str = "k1", **extra: object) -> dict[str, object]:
     body = {"key": key, "tool_name": "bash", "tool_input": {"command": "make deploy"}} | extra
     status, task = await api.call("POST", f"/runs/{run}/tasks", "agent", body)
@@ -131,7 +139,7 @@ async def test_append_receipts(api: Served) -> None:
     # a question: the author's own ask carries its resolution token; a model's does not
     question = {"tool_name": "ask", "tool_input": {"prompt": "Region?", "options": ["eu", "us"]}}
     status, mine = await api.call(
-        "POST", f"/runs/{run}/tasks", body=question | {"origin": "author"}
+        "POST", f"/runs/{run}/tasks", await author_app(api), question | {"origin": "author"}
     )
     assert mine["kind"] == "ask" and mine["state"] == "awaiting_input"
     assert mine["resolution_token"].startswith("abr_")
@@ -254,7 +262,7 @@ async def test_resolution(api: Served) -> None:
 async def test_resolution_token_needs_no_credential(api: Served) -> None:
     run = await declare(api)
     status, mine = await api.call(
-        "POST", f"/runs/{run}/tasks",
+        "POST", f"/runs/{run}/tasks", await author_app(api),
         body={"key": "q", "tool_name": "ask", "tool_input": {"prompt": "ok?"}, "origin": "author"},
     )  # fmt: skip
     token = mine["resolution_token"]
@@ -265,7 +273,7 @@ async def test_resolution_token_needs_no_credential(api: Served) -> None:
         {"content": "yes", "resolution_token": token},
     )
     assert status == 200 and task["state"] == "resolved" and task["via"] == "token"
-    assert task["resolved_by"] == "agent"
+    assert task["resolved_by"] == "script"
 
 
 async def test_stop_retry_abandon(api: Served) -> None:
@@ -313,7 +321,7 @@ async def test_asks_has_what_a_person_needs(api: Served) -> None:
         "POST", f"/runs/{run}/tasks", body={"key": "q", "tool_name": "ask", "tool_input": question}
     )
     await api.call(  # an author ask rests on its client, not on people
-        "POST", f"/runs/{run}/tasks",
+        "POST", f"/runs/{run}/tasks", await author_app(api),
         body={"key": "mine", "tool_name": "ask", "tool_input": {"prompt": "x"}, "origin": "author"},
     )  # fmt: skip
     other = await declare(api)

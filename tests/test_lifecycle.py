@@ -111,9 +111,8 @@ async def test_member_author_row_is_not_reprompted(world: World) -> None:
         world.alice, WS, run_id, CallSpec("bash", {"command": "ls"}, origin="author")
     )
     assert (mine.task.state, mine.task.resolved_by) == ("granted", "alice")
-    app = await s.append(
-        world.agent, WS, run_id, CallSpec("bash", {"command": "ls"}, origin="author")
-    )
+    script = (await world.core.admin.add_application(WS, "script", may_claim="author")).principal
+    app = await s.append(script, WS, run_id, CallSpec("bash", {"command": "ls"}, origin="author"))
     assert app.task.state == "needs_approval"  # the rule naming author opts it back in
     model = await s.append(world.alice, WS, run_id, CallSpec("bash", {"command": "ls"}))
     assert model.task.state == "needs_approval"  # origin defaults to model
@@ -205,18 +204,19 @@ async def test_question_needs_approval_to_cross_in_rules_mode(world: World) -> N
 async def test_author_ask_resolution_token(world: World) -> None:
     s = world.core.service
     run_id = await run_of(world)
+    script = (await world.core.admin.add_application(WS, "script", may_claim="author")).principal
     spec = CallSpec("ask", {"prompt": "Go?", "options": ["yes", "no"]}, key="t", origin="author")
-    receipt = await s.append(world.agent, WS, run_id, spec)
+    receipt = await s.append(script, WS, run_id, spec)
     token = receipt.resolution_token
     assert token and receipt.task.resolution_token_hash and token not in str(receipt.task)
-    assert (await s.append(world.agent, WS, run_id, spec)).resolution_token == token
+    assert (await s.append(script, WS, run_id, spec)).resolution_token == token
     assert await s.asks(world.alice, WS) == []  # nobody else is nagged
     await refused(
         "invalid_resolution_token",
         s.resolve(None, WS, run_id, "t", content="yes", resolution_token="abr_wrong"),
     )
     other = await s.append(
-        world.agent, WS, run_id, CallSpec("ask", {"prompt": "?"}, key="o", origin="author")
+        script, WS, run_id, CallSpec("ask", {"prompt": "?"}, key="o", origin="author")
     )
     await refused(
         "invalid_resolution_token",

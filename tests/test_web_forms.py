@@ -218,7 +218,11 @@ async def test_a_session_ends_when_the_persons_tokens_are_revoked(world: World) 
     async with site(world) as s, browserless() as client:
         await sign_in(client, s.url, world.tokens["alice"])
         assert (await get_text(client, f"{s.url}/inbox"))[0] == 200
-        await world.core.admin.rotate("acme", "member", "alice")  # a new token: still signed in
+        await world.clock.advance(1)
+        rotated = await world.core.admin.rotate("acme", "member", "alice")
+        assert (await get_text(client, f"{s.url}/inbox"))[0] == 303  # rotation ends sessions
+        await world.clock.advance(1)
+        await sign_in(client, s.url, rotated.token)
         assert (await get_text(client, f"{s.url}/inbox"))[0] == 200
         await world.core.admin.revoke("acme", "member", "alice")
         assert (await get_text(client, f"{s.url}/inbox"))[0] == 303
@@ -346,7 +350,9 @@ async def test_history_filters_and_the_decision_log_exports(world: World) -> Non
     a = await append(world, run_id, "bash", {"command": "make a"})
     b = await append(world, run_id, "deploy", {"env": "prod"})
     c = await append(world, run_id, "bash", {"command": "=HYPERLINK(1)"})
-    await append(world, run_id, "Read", {"file_path": "x"}, origin="author")  # granted at once
+    script = await world.core.admin.add_application(world.ws, "script", may_claim="author")
+    read = CallSpec("Read", {"file_path": "x"}, origin="author")
+    await service.append(script.principal, world.ws, run_id, read)  # granted at once
     await service.approve(world.alice, world.ws, run_id, a.key, via="web")
     await service.deny(world.bob, world.ws, run_id, b.key, reason="not today", via="api")
     await world.clock.advance(timedelta(hours=25))

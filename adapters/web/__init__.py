@@ -9,19 +9,35 @@ from __future__ import annotations
 from aiohttp import web
 
 from adapters.web import actions, exports, stream, views
-from adapters.web.context import STATIC, WEB, WebState, make_env, security_headers
+from adapters.web.context import STATIC, WEB, WebState, make_env, security_headers, web_errors
 from adapters.web.session import Signer
 from bot.config import Settings
 from bot.core import Core
+from bot.ports import WebSessions
+from store.sessions import SqlSessions
+from store.sql import SqlStore
 
 
 async def _stop_streams(app: web.Application) -> None:
     app[WEB].stopping.set()
 
 
-def setup_web(app: web.Application, core: Core, settings: Settings) -> None:
+def _sessions_of(core: Core) -> WebSessions:
+    if not isinstance(core.store, SqlStore):
+        raise TypeError("the web page keeps its sessions in the SQL store: pass `sessions`")
+    return SqlSessions(core.store)
+
+
+def setup_web(
+    app: web.Application, core: Core, settings: Settings, sessions: WebSessions | None = None
+) -> None:
+    """Mount the page. Its sessions live in the store (`web_session`) unless `sessions` says
+    otherwise."""
     secure = settings.server.public_url.startswith("https://")
-    app[WEB] = WebState(core, settings, make_env(), Signer(core.service.secret), secure)
+    signer = Signer(core.service.secret)
+    sessions = sessions or _sessions_of(core)
+    app[WEB] = WebState(core, settings, make_env(), signer, secure, sessions)
+    app.middlewares.append(web_errors)
     app.on_shutdown.append(_stop_streams)
     app.on_response_prepare.append(security_headers)
     add = app.router

@@ -12,9 +12,10 @@ from aiohttp import web
 
 from adapters.web import links
 from adapters.web.context import (
+    as_datetime,
     checked_form,
-    now_ts,
     page,
+    path_values,
     redirect,
     require_member,
     safe_next,
@@ -25,17 +26,27 @@ from adapters.web.session import clear_session_cookie, new_session, set_session_
 from bot import logins
 from bot.domain import Principal
 from bot.errors import ApprovalError
+from bot.events import workspace_topic
+from bot.ports import WebSession
 from bot.service import ending_word
 
 VIA = "web"
 
 
 # signing in ----------------------------------------------------------------------------------
-def sign_in(request: web.Request, principal: Principal, target: str) -> NoReturn:
-    """A fresh session (new id: no fixation) for the person, then on to `target`."""
+async def sign_in(request: web.Request, principal: Principal, target: str) -> NoReturn:
+    """A fresh session (new id: no fixation) for the person, kept server-side so that signing
+    out ends it, then on to `target`. A session the browser held before ends here."""
     web_state = state(request)
+    now = web_state.core.clock.now()
+    previous = session_of(request)
+    if previous is not None and previous.member is not None:
+        await web_state.sessions.revoke(previous.sid, now)
+    session = new_session(now.timestamp(), principal)
+    await web_state.sessions.create(
+        WebSession(session.sid, principal, now, as_datetime(session.expires))
+    )
     response = web.HTTPSeeOther(target)
-    session = new_session(now_ts(request), principal)
     set_session_cookie(response, web_state.signer, session, secure=web_state.secure)
     raise response
 
@@ -52,7 +63,8 @@ async def login(request: web.Request) -> web.Response:
     _, form = await checked_form(request)
     target = safe_next(form.get("next"))
     token = form.get("token", "").strip()
-    principal = await state(request).core.admin.authenticate(token)
+    # Tokens are ASCII: anything else is no token (and never reaches the store).
+    principal = await state(request).core.admin.authenticate(token) if token.isascii() else None
     error = ""
     if principal is None:
         error = "unauthorized: this token is not valid (or it was revoked)"
@@ -63,7 +75,7 @@ async def login(request: web.Request) -> web.Response:
         )
     if principal is None or error:
         return page(request, "login.html", {"next": target, "error": error}, status=401)
-    sign_in(request, principal, target)
+    await sign_in(request, principal, target)
 
 
 async def login_link(request: web.Request) -> web.Response:
@@ -76,11 +88,17 @@ async def login_link(request: web.Request) -> web.Response:
             "one, or sign in with your member token."
         )
         return page(request, "login.html", {"next": "/inbox", "error": message}, status=401)
-    sign_in(request, principal, "/inbox")
+    await sign_in(request, principal, "/inbox")
 
 
 async def logout(request: web.Request) -> web.Response:
-    await checked_form(request)
+    """Sign-out ends the session in the store: a copy of the cookie no longer signs anyone in."""
+    current, _ = await checked_form(request)
+    if current.member is not None:
+        core = state(request).core
+        await state(request).sessions.revoke(current.sid, core.clock.now())
+        # Open live feeds re-check their session when woken: the one signed out ends now.
+        core.hub.notify([workspace_topic(current.member.workspace_id)])
     response = web.HTTPSeeOther("/login")
     clear_session_cookie(response)
     raise response
@@ -88,7 +106,7 @@ async def logout(request: web.Request) -> web.Response:
 
 # decisions -----------------------------------------------------------------------------------
 def _back(request: web.Request, form_next: str | None) -> str:
-    run_id, key = request.match_info["run_id"], request.match_info["key"]
+    run_id, key = path_values(request, "run_id", "key")
     return safe_next(form_next, links.decision_path(run_id, key))
 
 
@@ -97,7 +115,7 @@ async def decide(request: web.Request) -> web.Response:
     member = await require_member(request)
     _, form = await checked_form(request)
     action = request.match_info["action"]
-    run_id, key = request.match_info["run_id"], request.match_info["key"]
+    run_id, key = path_values(request, "run_id", "key")
     service = state(request).core.service
     ws = member.workspace_id
     target = _back(request, form.get("next"))
@@ -128,7 +146,8 @@ async def run_action(request: web.Request) -> web.Response:
     """POST /runs/{run_id}/{action}: stop, retry or abandon."""
     member = await require_member(request)
     _, form = await checked_form(request)
-    run_id, action = request.match_info["run_id"], request.match_info["action"]
+    (run_id,) = path_values(request, "run_id")
+    action = request.match_info["action"]
     service = state(request).core.service
     ws = member.workspace_id
     target = safe_next(form.get("next"), links.run_path(run_id))

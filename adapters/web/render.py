@@ -1,9 +1,10 @@
 """How a call reads on the page: a shell command as a code block, a file edit as a diff, a
-question as its prompt and options, anything else as pretty JSON. Pure functions; the templates
-escape whatever they print."""
+question as its prompt and options, anything else as pretty JSON; secrets masked unless the
+reader asks to see them. Pure functions; the templates escape whatever they print."""
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import json
 import shlex
@@ -11,9 +12,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from bot.domain import Task
+from bot.domain import Event, Task
 from bot.durations import format_duration
 from bot.effects import known_keys
+from bot.masking import mask_text, mask_value
 
 BlockKind = Literal["command", "diff", "code", "json", "text"]
 _COMMAND_KEYS = ("command", "cmd", "script")
@@ -243,3 +245,34 @@ def resolution_text(task: Task) -> str:
     if isinstance(content, list):
         return ", ".join(str(c) for c in content)
     return "" if content is None else str(content)
+
+
+# masking ---------------------------------------------------------------------------------------
+def masked(task: Task) -> Task:
+    """The task as the page shows it by default: what looks like a secret in its input, effect
+    profile, answer, error and reason masked as chat messages mask it (bot.masking). A copy;
+    the decision itself is always made on the task as stored."""
+    return dataclasses.replace(
+        task,
+        tool_input=mask_value(task.tool_input),
+        effect_profile=mask_value(task.effect_profile),
+        error=mask_value(task.error),
+        resolution=mask_value(task.resolution),
+        why=mask_text(task.why),
+    )
+
+
+def masks_something(task: Task) -> bool:
+    """Whether masking changes anything the page shows of the task (so a Reveal is offered)."""
+    shown = masked(task)
+    return (shown.tool_input, shown.effect_profile, shown.error, shown.resolution, shown.why) != (
+        task.tool_input,
+        task.effect_profile,
+        task.error,
+        task.resolution,
+        task.why,
+    )
+
+
+def masked_event(event: Event) -> Event:
+    return dataclasses.replace(event, data=mask_value(event.data))

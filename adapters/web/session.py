@@ -1,8 +1,11 @@
 """Web sessions: a signed cookie (HMAC of the instance secret), CSRF tokens and flash messages.
 
-The cookie carries `{sid, member…, exp}` and a signature; nothing is stored server-side. Every
-visitor gets a session id (anonymous until sign-in), so even the sign-in form carries a CSRF token.
-Signing in rotates the id (no session fixation). The CSRF token is an HMAC of the session id.
+The cookie carries `{sid, member…, exp}` and a signature. Every visitor gets a session id
+(anonymous until sign-in, kept in the cookie alone), so even the sign-in form carries a CSRF
+token. Signing in rotates the id (no session fixation) and makes it name a `web_session` row
+(bot.ports.WebSessions): the page reads that row on every request, so signing out, or rotating
+or revoking the person's token, ends the session at once, whatever copies of the cookie exist.
+The CSRF token is an HMAC of the session id.
 """
 
 from __future__ import annotations
@@ -36,6 +39,9 @@ def _unb64(text: str) -> bytes:
 
 @dataclass(frozen=True)
 class Session:
+    """Read from a cookie, `member` is only what the cookie claims: the page trusts it once the
+    store has the session live (adapters.web.context.resolve_session)."""
+
     sid: str
     expires: float
     member: Principal | None = None
@@ -55,7 +61,9 @@ class Signer:
         return f"{payload}.{_b64(signature)}"
 
     def loads(self, text: str | None) -> dict[str, Any] | None:
-        if not text or "." not in text or len(text) > 4096:
+        # A cookie is ASCII; other bytes reach us as lone surrogates (aiohttp decodes headers
+        # with surrogateescape), which no codec takes: such a cookie is simply not ours.
+        if not text or "." not in text or len(text) > 4096 or not text.isascii():
             return None
         payload, _, signature = text.partition(".")
         expected = hmac.new(self._cookie_key, payload.encode(), hashlib.sha256).digest()
@@ -103,7 +111,7 @@ class Signer:
 
 
 def new_session(now: float, member: Principal | None = None) -> Session:
-    return Session(secrets.token_urlsafe(18), now + SESSION_TTL.total_seconds(), member)
+    return Session(secrets.token_urlsafe(32), now + SESSION_TTL.total_seconds(), member)
 
 
 def set_session_cookie(

@@ -13,7 +13,7 @@ import json
 
 from aiohttp import web
 
-from adapters.web.context import member_of, state
+from adapters.web.context import member_of, start_stream, state, still_signed_in
 from bot.events import EventHub, workspace_topic
 
 # Re-read at least this often without a wake-up: other processes writing the same SQLite file
@@ -28,8 +28,8 @@ def sse(event: str, data: object) -> bytes:
 
 
 async def stream(request: web.Request) -> web.StreamResponse:
-    member = member_of(request)
-    if member is None or not await state(request).core.admin.is_active(member):
+    member = member_of(request)  # a live session (checked again at every turn below)
+    if member is None:
         raise web.HTTPUnauthorized(text="unauthorized: sign in again")
     web_state = state(request)
     core = web_state.core
@@ -40,7 +40,7 @@ async def stream(request: web.Request) -> web.StreamResponse:
             "X-Accel-Buffering": "no",
         }
     )
-    await response.prepare(request)
+    await start_stream(request, response)
     await response.write(b"retry: 2000\n\n")
     last: list[str] | None = None
     quiet = 0.0
@@ -48,7 +48,7 @@ async def stream(request: web.Request) -> web.StreamResponse:
         RECHECK_SECONDS_POSTGRES if getattr(core.store, "postgres", False) else RECHECK_SECONDS
     )
     try:
-        while not web_state.stopping.is_set() and member_of(request) is not None:
+        while not web_state.stopping.is_set() and await still_signed_in(request):
             gate = core.hub.gate(workspace_topic(member.workspace_id))
             tasks = await core.service.asks(member, member.workspace_id)
             keys = [f"{t.run_id}/{t.key}" for t in tasks]

@@ -1,8 +1,16 @@
-"""The pages people read: inbox, a decision's own page, runs, a run's page, history."""
+"""The pages people read: inbox, a decision's own page, runs, a run's page, history.
+
+What looks like a secret in a call's input (and in answers, reasons and the feed) is masked by
+default, as in chat; a decision's page and a run's page offer "Reveal" (`?reveal=1`, a plain
+link, so it works without JavaScript) to show the signed-in member everything as stored. A
+masked page does not carry what it masks hidden in its markup either (only a question's answer
+buttons send their options as stored).
+"""
 
 from __future__ import annotations
 
 import collections
+import dataclasses
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -15,11 +23,14 @@ from adapters.web.context import (
     fragment,
     member_of,
     page,
+    path_values,
+    query_value,
     require_member,
     state,
 )
 from bot.domain import Event, Principal, Run, Task
 from bot.errors import ApprovalError
+from bot.masking import mask_text, mask_value
 from bot.service import ending_word
 
 OUTCOMES = {
@@ -39,15 +50,17 @@ FEED_LIMIT = 300
 class Card:
     """One decision as the page shows it."""
 
-    task: Task
+    task: Task  # as shown: masked unless revealed
     run: Run | None
     call: render.CallView
     profile: render.ProfileView
     prompt: str
-    options: list[str]
+    options: list[str]  # as stored: what the answer buttons send
+    labels: list[str]  # the options as shown
     multi: bool
     remaining: str
     hidden: int  # lines left out of the card (the decision page shows them)
+    masked: bool = False  # masking hid something on the card
 
     @property
     def ident(self) -> str:
@@ -58,8 +71,11 @@ class Card:
         return "" if self.task.parked else ending_word(self.task)
 
 
-def make_card(task: Task, run: Run | None, request: web.Request, *, full: bool) -> Card:
-    view = render.render_call(task)
+def make_card(
+    task: Task, run: Run | None, request: web.Request, *, full: bool, reveal: bool = False
+) -> Card:
+    shown = task if reveal else render.masked(task)
+    view = render.render_call(shown)
     hidden = 0
     if not full:
         for block in view.blocks:
@@ -70,19 +86,26 @@ def make_card(task: Task, run: Run | None, request: web.Request, *, full: bool) 
             hidden += more
         view.rest, more = render.clip(view.rest, 12)
         hidden += more
-    prompt, options, multi = render.question(task)
+    prompt, _, multi = render.question(shown)
+    _, options, _ = render.question(task)
     now = state(request).core.clock.now()
     return Card(
-        task=task,
+        task=shown,
         run=run,
         call=view,
-        profile=render.profile_view(task.effect_profile),
+        profile=render.profile_view(shown.effect_profile),
         prompt=prompt,
         options=options,
+        labels=options if reveal else [mask_text(o) for o in options],
         multi=multi,
         remaining=render.remaining(task.deadline, now) if task.parked else "",
         hidden=hidden,
+        masked=not reveal and render.masks_something(task),
     )
+
+
+def _reveal(request: web.Request) -> bool:
+    return request.query.get("reveal") == "1"
 
 
 async def _runs(request: web.Request, run_ids: set[str]) -> dict[str, Run]:
@@ -131,7 +154,8 @@ async def inbox_fragment(request: web.Request) -> web.Response:
 
 async def decision(request: web.Request) -> web.Response:
     member = await require_member(request)
-    run_id, key = request.match_info["run_id"], request.match_info["key"]
+    run_id, key = path_values(request, "run_id", "key")
+    reveal = _reveal(request)
     core = state(request).core
     try:
         task = await core.service.get_task(member, member.workspace_id, run_id, key)
@@ -139,6 +163,9 @@ async def decision(request: web.Request) -> web.Response:
     except ApprovalError:
         return not_found(request, "decision")
     history = await core.store.log_entries(member.workspace_id, run_id=run_id, task_key=key)
+    entries = [r.entry for r in history]
+    masked_entries = [dataclasses.replace(e, detail=mask_value(e.detail)) for e in entries]
+    card = make_card(task, run, request, full=True, reveal=reveal)
     rules = [
         (index, json.dumps(run.approval_rules[index], ensure_ascii=False), index == task.rule_index)
         for index in task.matched
@@ -148,13 +175,15 @@ async def decision(request: web.Request) -> web.Response:
         request,
         "decision.html",
         {
-            "c": make_card(task, run, request, full=True),
+            "c": card,
             "run": run,
-            "answer": render.resolution_text(task),
-            "raw_input": json.dumps(task.tool_input, indent=2, ensure_ascii=False),
+            "answer": render.resolution_text(card.task),
+            "raw_input": json.dumps(card.task.tool_input, indent=2, ensure_ascii=False),
             "rules": rules,
-            "history": [r.entry for r in history],
+            "history": entries if reveal else masked_entries,
             "detail": _compact,
+            "revealed": reveal,
+            "masks_something": render.masks_something(task) or masked_entries != entries,
         },
     )
 
@@ -192,7 +221,8 @@ async def _feed(request: web.Request, run_id: str) -> tuple[list[Event], int]:
 
 async def run_page(request: web.Request) -> web.Response:
     member = await require_member(request)
-    run_id = request.match_info["run_id"]
+    (run_id,) = path_values(request, "run_id")
+    reveal = _reveal(request)
     core = state(request).core
     try:
         run = await core.service.get_run(member, member.workspace_id, run_id)
@@ -200,17 +230,22 @@ async def run_page(request: web.Request) -> web.Response:
         return not_found(request, "run")
     tasks = await core.store.tasks(member.workspace_id, run_id=run_id, limit=500)
     events, earlier = await _feed(request, run_id)
+    masked_tasks = [render.masked(t) for t in tasks]
+    masked_events = [render.masked_event(e) for e in events]
+    hides = masked_tasks != tasks or masked_events != events
     return page(
         request,
         "run.html",
         {
             "run": run,
             "rules_json": _rules_text(run.approval_rules),
-            "tasks": tasks,
-            "events": events,
+            "tasks": tasks if reveal else masked_tasks,
+            "events": events if reveal else masked_events,
             "earlier": earlier,
             "word": outcome_word,
             "detail": _compact,
+            "revealed": reveal,
+            "masks_something": hides,
         },
     )
 
@@ -233,8 +268,8 @@ def outcome_word(task: Task) -> str:
 
 
 def history_filters(request: web.Request) -> dict[str, str]:
-    query = request.query
-    filters = {k: query.get(k, "").strip() for k in ("outcome", "who", "tool", "via")}
+    """The filters asked for; one no record could match (a NUL…) is a 422 before any query."""
+    filters = {k: query_value(request, k) for k in ("outcome", "who", "tool", "via")}
     if filters["outcome"] not in OUTCOMES:
         filters["outcome"] = ""
     return filters
@@ -275,7 +310,7 @@ async def history(request: web.Request) -> web.Response:
         request,
         "history.html",
         {
-            "tasks": tasks,
+            "tasks": [render.masked(t) for t in tasks],  # each decision's page can reveal
             "filters": filters,
             "outcomes": list(OUTCOMES),
             "surfaces": SURFACES,

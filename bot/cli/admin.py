@@ -15,9 +15,10 @@ import click
 
 from adapters.web.links import login_url
 from bot import logins
-from bot.admin import Admin
+from bot.admin import Admin, parse_claims
 from bot.cli.common import config_option, emit_json, fail, run_async, settings_or_exit
 from bot.clock import SystemClock
+from bot.errors import ApprovalError
 from store.migrate import upgrade
 from store.sql import SqlStore
 
@@ -117,16 +118,66 @@ def app() -> None:
     """Applications: the agent runtimes that append calls."""
 
 
+def _claims_option(
+    _ctx: click.Context, _param: click.Parameter, value: str | None
+) -> frozenset[str]:
+    try:
+        return parse_claims(value or "")
+    except ApprovalError as error:
+        raise click.BadParameter(error.detail.removeprefix("may_claim: ")) from None
+
+
+def _claims_text(claims: frozenset[str]) -> str:
+    return ",".join(sorted(claims)) or "-"
+
+
 @app.command("add")
 @workspace_option
 @click.option("--name", required=True, help="The application's name.")
+@click.option(
+    "--may-claim",
+    "may_claim",
+    default=None,
+    callback=_claims_option,
+    metavar="ORIGINS",
+    help="Origins beyond model its appends may claim: author, kernel or author,kernel "
+    "(default: none). Such rows are pre-approved unless a rule names their origin.",
+)
 @config_option
 @json_option
-def app_add(workspace: str, name: str, config_path: str | None, as_json: bool) -> None:
+def app_add(
+    workspace: str, name: str, may_claim: frozenset[str], config_path: str | None, as_json: bool
+) -> None:
     """Add an application and print its token (once)."""
-    issued = with_admin(config_path, lambda a: a.add_application(workspace, name))
-    value = {"workspace": workspace, "application": name, "id": issued.principal.id}
-    show(as_json, value | {"token": issued.token}, f"application {name} added to {workspace}")
+    issued = with_admin(
+        config_path, lambda a: a.add_application(workspace, name, may_claim=may_claim)
+    )
+    value = {
+        "workspace": workspace,
+        "application": name,
+        "id": issued.principal.id,
+        "may_claim": sorted(may_claim),
+    }
+    text = f"application {name} added to {workspace}"
+    if may_claim:
+        text += f" (may claim origin {_claims_text(may_claim)})"
+    show(as_json, value | {"token": issued.token}, text)
+
+
+@app.command("list")
+@workspace_option
+@config_option
+@json_option
+def app_list(workspace: str, config_path: str | None, as_json: bool) -> None:
+    """List the workspace's applications: name, id, and the origins each may claim."""
+    found = with_admin(config_path, lambda a: a.applications(workspace))
+    apps = [{"name": x.name, "id": x.id, "may_claim": sorted(x.may_claim)} for x in found]
+    lines = [f"{x.name}\t{x.id}\tmay_claim={_claims_text(x.may_claim)}" for x in found]
+    show(
+        as_json,
+        {"workspace": workspace, "applications": apps},
+        "\n".join(lines) or "(no applications)",
+    )
 
 
 def _whose(member_name: str | None, app_name: str | None) -> tuple[str, str]:
