@@ -135,7 +135,7 @@ def render_ending(task: Task, now: datetime | None = None) -> Outcome | None:
         state=task.state,
         word=word,
         icon=_ICONS.get(word, "•"),
-        who=who or None,
+        who=mask_text(who) if who else None,
         via=task.via,
         at=task.decided_at,
         detail=mask_text(detail),
@@ -203,7 +203,8 @@ def render_call(tool_input: Any) -> tuple[CodeBlock | None, tuple[Field, ...]]:
             if isinstance(rest.get("description"), str):
                 extra.append(Field("Description", rest.pop("description")))
             for k, v in rest.items():
-                extra.append(Field(k, v if isinstance(v, str) else json.dumps(v, default=str)))
+                text = v if isinstance(v, str) else json.dumps(v, default=str)
+                extra.append(Field(mask_text(str(k)), text))
             return CodeBlock(value, "bash"), tuple(extra)
     edit = _file_edit(masked)
     if edit is not None:
@@ -240,7 +241,7 @@ def _profile(profile: dict[str, Any]) -> tuple[str, tuple[str, ...], list[Field]
         if key in known_keys() or key == "derived":
             continue
         text = value if isinstance(value, str) else json.dumps(value, default=str)
-        fields.append(Field(key, shorten(text, 300)))
+        fields.append(Field(mask_text(str(key)), shorten(text, 300)))
     return shorten(summary, 300), tuple(badges), fields
 
 
@@ -258,6 +259,8 @@ def _why(task: Task, run: Run) -> str:
 def _question_buttons(
     task: Task, options: tuple[str, ...], chosen: frozenset[int]
 ) -> tuple[tuple[Button, ...], ...]:
+    """The question's buttons; `options` are already masked (a label is cut after masking, so
+    that a cut never leaves a secret's head the masker no longer recognises)."""
     question = task.tool_input if isinstance(task.tool_input, dict) else {}
     rows: list[tuple[Button, ...]] = []
     if options and question.get("multi"):
@@ -284,11 +287,11 @@ def render_decision(
     """What a decision shows: waiting (with buttons and the deadline) or ended (with its
     outcome, no buttons). `chosen` is the toggle state of a multi-select question."""
     outcome = render_ending(task, now)
-    context = [Field("Run", shorten(mask_text(run.title), 120) or run.id)]
+    context = [Field("Run", shorten(mask_text(run.title), 120) or mask_text(run.id))]
     if run.title:
-        context.append(Field("Run id", run.id))
+        context.append(Field("Run id", mask_text(run.id)))
     if task.appended_by:
-        context.append(Field("Agent", task.appended_by))
+        context.append(Field("Agent", mask_text(task.appended_by)))
     summary, badges, fields = _profile(task.effect_profile or {})
     deadline = ""
     if outcome is None and task.deadline is not None:
@@ -298,7 +301,7 @@ def render_decision(
         question = task.tool_input if isinstance(task.tool_input, dict) else {}
         raw_options = question.get("options")
         if isinstance(raw_options, list):
-            options = tuple(str(o) for o in raw_options[:_MAX_OPTIONS])
+            options = tuple(mask_text(str(o)) for o in raw_options[:_MAX_OPTIONS])
         buttons = () if outcome is not None else _question_buttons(task, options, chosen)
         multi = " (choose one or more)" if question.get("multi") else ""
         return Card(
@@ -315,7 +318,7 @@ def render_decision(
             buttons=buttons,
             outcome=outcome,
             link=full_view_url,
-            options=tuple(mask_text(o) for o in options),
+            options=options,
         )
     code, extra = render_call(task.tool_input)
     fields = [*extra, *fields, Field("Why", _why(task, run))]
@@ -330,7 +333,7 @@ def render_decision(
     return Card(
         kind="approval",
         icon="🛂",
-        title=f"Approve {task.tool}?" if outcome is None else task.tool,
+        title=f"Approve {mask_text(task.tool)}?" if outcome is None else mask_text(task.tool),
         context=tuple(context),
         text="",
         code=code,
@@ -352,4 +355,4 @@ def digest_line(task: Task) -> str:
     summary = (task.effect_profile or {}).get("summary")
     if isinstance(summary, str) and summary:
         return mask_text(summary)
-    return task.tool
+    return mask_text(task.tool)

@@ -19,7 +19,7 @@ from adapters.chat.records import Delivery
 from bot import errors
 from bot.domain import Principal, Task
 from bot.errors import ApprovalError
-from bot.masking import shorten
+from bot.masking import mask_text, shorten
 from bot.ports import ChatCallback, ChatState
 from bot.rendering import render_ending
 
@@ -131,7 +131,7 @@ class Presses:
         if action == "option":
             content = self._option(task, callback.option)
             await service.resolve(*where, content=content, via=via)
-            return shorten(f"💬 Answered: {content}", NOTICE_LENGTH)
+            return shorten(mask_text(f"💬 Answered: {content}"), NOTICE_LENGTH)
         if action == "toggle":
             return await self._toggle(press, task, callback.option)
         if action == "submit":
@@ -158,7 +158,7 @@ class Presses:
         chosen = await choices.toggle(task.id, index)
         await self.refresh(press, task, max_wait=3.0)
         mark = "☑" if index in chosen else "☐"
-        return shorten(f"{mark} {options[index]}", NOTICE_LENGTH)
+        return shorten(mask_text(f"{mark} {options[index]}"), NOTICE_LENGTH)
 
     async def _submit(self, press: Press, task: Task, member: Principal) -> str:
         options = question_options(task)
@@ -174,7 +174,7 @@ class Presses:
         await self.link.service.resolve(
             member, task.workspace_id, task.run_id, task.key, content=labels, via=self.via
         )
-        return shorten("💬 Answered: " + ", ".join(labels), NOTICE_LENGTH)
+        return shorten(mask_text("💬 Answered: " + ", ".join(labels)), NOTICE_LENGTH)
 
     async def on_text(
         self, user: str, task: Task, action: str, text: str,
