@@ -189,7 +189,7 @@ async def test_secrets_are_masked(tg: TgWorld) -> None:
     for secret in secrets:
         assert not any(secret in text for text in texts), secret
     assert "Bearer ****" in texts[0] and "bob:****@" in texts[0]
-    assert "/etc/key.pem" in texts[1] and "PRIVATE KEY-----****" in texts[1]
+    assert "/etc/key.pem" in texts[1] and "+-----BEGIN PRIVATE KEY-----\n+****\n" in texts[1]
 
 
 async def test_faults_every_decision_once_every_ending_shown(sqlite_store: SqlStore) -> None:
