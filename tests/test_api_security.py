@@ -27,8 +27,12 @@ async def scene(api: Served) -> dict[str, str]:
         {"key": "mine", "tool_name": "ask", "tool_input": {"prompt": "Mine?"}, "origin": "author"},
     ]
     params = {"ws": api.ws, "run": run["id"], "key": "k1", "executor": executor["id"]}
+    # The author question comes from an application registered to claim that origin.
+    issued = await api.core.admin.add_application(api.ws, "script", may_claim="author")
+    api.tokens["script"] = issued.token
     for body in tasks:
-        status, task = await api.call("POST", f"/runs/{run['id']}/tasks", body=body)
+        who = "script" if body.get("origin") == "author" else "agent"
+        status, task = await api.call("POST", f"/runs/{run['id']}/tasks", who, body)
         assert status == 201
         if "resolution_token" in task:
             params["token"] = task["resolution_token"]
@@ -150,12 +154,13 @@ async def test_resolution_token_refusals(api: Served) -> None:
             {"content": "yes", "resolution_token": sent},
         )  # fmt: skip
         assert (status, answer["error"]["code"]) == (403, "invalid_resolution_token"), key
-    # the right token on another workspace's path finds nothing
-    status, _ = await api.call(
+    # the right token on another workspace's path fits nothing there: the same 403, so the
+    # route tells no one without a credential which runs and keys exist
+    status, answer = await api.call(
         "POST", f"/runs/{run}/tasks/mine/resolution", None,
         {"content": "yes", "resolution_token": token}, ws=api.beta,
     )  # fmt: skip
-    assert status == 404
+    assert (status, answer["error"]["code"]) == (403, "invalid_resolution_token")
     assert await snapshot(api, run) == before
 
     status, task = await api.call(

@@ -10,23 +10,19 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
+from adapters.http import ids, sse
 from adapters.http import models as m
-from adapters.http import sse
-from adapters.http.middleware import (
-    check_workspace,
-    json_response,
-    read_body,
-    require_member,
-    unauthorized,
-)
-from bot import errors
+from adapters.http.bodies import read_body
+from adapters.http.middleware import json_response, unauthorized
+from bot import access, errors
 from bot.core import Core
-from bot.domain import Principal
+from bot.domain import Principal, Task
 from bot.errors import ApprovalError
 from bot.events import run_topic
 from bot.service import CallSpec, RunSpec
 
 MAX_WAIT = 60.0  # seconds a `?wait=` long-poll may hold a request; clients simply ask again
+ASKS_DETAIL = "this route is for people: use a member credential, not an application's"
 
 
 @dataclass(frozen=True)
@@ -161,30 +157,56 @@ async def deny(request: web.Request, ctx: Ctx) -> web.Response:
 
 async def resolve(request: web.Request, ctx: Ctx) -> web.Response:
     """Answer or decline a question: with a member credential, or with the resolution token of
-    an author ask instead of any credential."""
+    an author ask instead of any credential. With a token, every refusal before the token is
+    checked is the token's own 403: no run, no key, another workspace and a wrong token read
+    alike, so the route tells someone without a credential nothing about what exists."""
     body = await read_body(request, m.ResolutionIn)
-    principal = ctx.principal
-    if body.resolution_token is None:
+    token = body.resolution_token
+    if token is None:
         principal = ctx.who
-        check_workspace(principal, ctx.ws)
-    task = await ctx.core.service.resolve(
+        access.check_workspace(principal, ctx.ws)
+        ids.check_path(request.match_info)
+        task = await _resolve(request, ctx, principal, None, body)
+        return json_response(m.task_out(task))
+    if not ids.token_shaped(token) or ids.bad_parameter(request.match_info) is not None:
+        raise _token_does_not_fit()
+    try:
+        task = await _resolve(request, ctx, ctx.principal, token, body)
+    except ApprovalError as error:
+        if error.status == 404:
+            raise _token_does_not_fit() from None
+        raise
+    return json_response(m.task_out(task))
+
+
+def _token_does_not_fit() -> ApprovalError:
+    return ApprovalError(errors.INVALID_RESOLUTION_TOKEN, "the resolution token does not fit", 403)
+
+
+async def _resolve(
+    request: web.Request,
+    ctx: Ctx,
+    principal: Principal | None,
+    token: str | None,
+    body: m.ResolutionIn,
+) -> Task:
+    return await ctx.core.service.resolve(
         principal,
         ctx.ws,
         _run_id(request),
         _key(request),
         content=body.content,
         outcome=body.outcome,
-        resolution_token=body.resolution_token,
+        resolution_token=token,
         via="api",
     )
-    return json_response(m.task_out(task))
 
 
 # the member plane's inbox ----------------------------------------------------------------------
 async def asks(request: web.Request, ctx: Ctx) -> web.Response:
     """Every decision now resting on a person, with what they need to decide it."""
-    require_member(ctx.who)
-    run_id = request.query.get("run_id") or None
+    access.require_member(ctx.who, ASKS_DETAIL)
+    run_id = ids.run_filter(request.query.get("run_id"))
     tasks = await ctx.core.service.asks(ctx.who, ctx.ws, run_id=run_id)
     titles: dict[str, str] = {}
     async with ctx.core.store.read() as tx:

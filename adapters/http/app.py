@@ -1,42 +1,36 @@
-"""The aiohttp application: health endpoints now; the API routes are added by their module."""
+"""The aiohttp application: the API routes, health, the browser page. The root of the HTTP
+layer — it imports the others and nothing imports it but the composition (`build_app`)."""
 
 from __future__ import annotations
 
 from aiohttp import web
 
+from adapters.http.keys import CORE, REQUEST_LOG, SETTINGS
+from adapters.http.request_log import RequestLog
+from adapters.http.routes import setup_api
 from adapters.web import setup_web
 from bot.config import Settings
 from bot.core import Core
-from store.migrate import is_current
 
-CORE = web.AppKey("core", Core)
-SETTINGS = web.AppKey("settings", Settings)
-
-
-async def healthz(_request: web.Request) -> web.Response:
-    return web.json_response({"ok": True})
-
-
-async def readyz(request: web.Request) -> web.Response:
-    core = request.app[CORE]
-    checks: dict[str, bool] = {"store": await core.store.ping()}
-    engine = getattr(core.store, "engine", None)
-    if checks["store"] and engine is not None:
-        checks["migrations"] = await is_current(engine)
-    for name, notifier in core.notifiers.items():
-        checks[name] = await notifier.healthy()
-    ready = all(checks.values())
-    return web.json_response({"ready": ready, "checks": checks}, status=200 if ready else 503)
+__all__ = ["CORE", "SETTINGS", "build_app"]
 
 
 def build_app(core: Core, settings: Settings) -> web.Application:
-    app = web.Application(client_max_size=settings.server.max_body_bytes)
+    request_log = RequestLog()
+    app = web.Application(
+        client_max_size=settings.server.max_body_bytes,
+        handler_args={
+            # API bodies are decoded by adapters.http.bodies (gzip and deflate, within the
+            # body limit; other encodings a JSON 415): aiohttp's own decoding fails a bad body
+            # with an exception in the handler, and an unknown encoding before it.
+            "auto_decompress": False,
+            # Malformed requests: one rate-limited warning, not an ERROR traceback each.
+            "logger": request_log,
+        },
+    )
     app[CORE] = core
+    app[REQUEST_LOG] = request_log
     app[SETTINGS] = settings
-    app.router.add_get("/healthz", healthz)
-    app.router.add_get("/readyz", readyz)
-    from adapters.http.routes import setup_api  # the API routes import this module's keys
-
-    setup_api(app)
+    setup_api(app)  # the API, /metrics, /openapi.json, /healthz, /readyz
     setup_web(app, core, settings)  # the browser page (adapters/web)
     return app

@@ -10,7 +10,8 @@ from aiohttp import web
 from adapters.http import models as m
 from adapters.http import sse
 from adapters.http.api import Ctx
-from adapters.http.middleware import json_response, read_body
+from adapters.http.bodies import read_body
+from adapters.http.middleware import json_response
 from bot import errors
 from bot.domain import Executor
 from bot.errors import ApprovalError

@@ -1,10 +1,14 @@
 """What every API request goes through: JSON errors, the body bound, bearer authentication.
 
 Errors on the API paths are always `{"error": {"code", "detail", …}}`: refusals from the core
-keep their code and status, aiohttp's own HTTP errors (unknown route, wrong method, body too
-large) get a code of their own, and anything unexpected is logged (type and stack frames only —
-exception messages can carry request data, tool inputs or SQL parameters) and answered as a
-JSON 500 rather than aiohttp's HTML page.
+keep their code and status, aiohttp's own HTTP errors (unknown route, wrong method — with its
+`Allow` header —, body too large) get a code of their own, and anything unexpected is logged
+(type and stack frames only — exception messages can carry request data, tool inputs or SQL
+parameters) and answered as a JSON 500 rather than aiohttp's HTML page.
+
+A bearer token that cannot be one of ours (not a b64token: non-ASCII, control bytes, too long)
+is no credential: 401, without hashing or looking it up. Who may do what is `bot.access`'s (the
+route wrapper and the handlers call it); bodies are read by `adapters.http.bodies`.
 """
 
 from __future__ import annotations
@@ -12,19 +16,19 @@ from __future__ import annotations
 import logging
 import traceback
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any
 
-from aiohttp import web
-from pydantic import BaseModel, ValidationError
+from aiohttp import HttpVersion11, web
 
-from adapters.http.app import CORE, SETTINGS
+from adapters.http.bodies import too_large
+from adapters.http.ids import token_shaped
+from adapters.http.keys import CORE, SETTINGS
 from bot import errors, jsontext
 from bot.domain import Principal
 from bot.errors import ApprovalError
 
 log = logging.getLogger("approvalbot.http")
 
-M = TypeVar("M", bound=BaseModel)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 # Paths whose errors are JSON; the web page and chat webhooks answer in their own way.
@@ -51,12 +55,6 @@ def error_response(error: ApprovalError) -> web.Response:
     return response
 
 
-def too_large(limit: int) -> ApprovalError:
-    return ApprovalError(
-        errors.PAYLOAD_TOO_LARGE, f"the request body is larger than {limit} bytes", 413
-    )
-
-
 def _http_error(error: web.HTTPException) -> ApprovalError:
     code = _HTTP_CODES.get(error.status, f"http_{error.status}")
     detail = error.reason.lower() if error.reason else code.replace("_", " ")
@@ -81,7 +79,10 @@ async def api_errors(request: web.Request, handler: Handler) -> web.StreamRespon
     except web.HTTPException as error:
         if error.status < 400:
             raise
-        return error_response(_http_error(error))
+        response = error_response(_http_error(error))
+        if "Allow" in error.headers:  # 405: which methods the resource has
+            response.headers["Allow"] = error.headers["Allow"]
+        return response
     except Exception as error:
         frames = "".join(traceback.format_tb(error.__traceback__))
         log.error(
@@ -91,13 +92,29 @@ async def api_errors(request: web.Request, handler: Handler) -> web.StreamRespon
         return error_response(ApprovalError("internal_error", "unexpected server error", 500))
 
 
+async def expect_handler(request: web.Request) -> web.StreamResponse | None:
+    """`Expect:` on an API route. aiohttp's own handler quotes the header in its 417 and fails
+    (a 500, before any middleware) when the header is not UTF-8; this one never echoes it."""
+    if request.version != HttpVersion11:
+        return None
+    if request.headers.get("Expect", "").lower() == "100-continue":
+        await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        request.writer.output_size = 0  # the answer proper has not started
+        return None
+    return error_response(
+        ApprovalError("expectation_failed", "Expect: only 100-continue is understood", 417)
+    )
+
+
 # authentication --------------------------------------------------------------------------------
 def bearer(request: web.Request) -> str | None:
+    """The bearer token, or None when there is none or what is there cannot be a token."""
     header = request.headers.get("Authorization", "")
     scheme, _, token = header.partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token or not token_shaped(token):
         return None
-    return token.strip()
+    return token
 
 
 async def principal_or_none(request: web.Request) -> Principal | None:
@@ -111,49 +128,3 @@ def unauthorized() -> ApprovalError:
     return ApprovalError(
         errors.UNAUTHORIZED, "a valid bearer token is required (Authorization: Bearer …)", 401
     )
-
-
-def check_workspace(principal: Principal, workspace_id: str) -> None:
-    """A credential of one workspace sees nothing of another: the same 404 as a missing one."""
-    if principal.workspace_id != workspace_id:
-        raise ApprovalError(errors.NOT_FOUND, "workspace not found", 404)
-
-
-def require_member(principal: Principal) -> None:
-    if not principal.is_member:
-        raise ApprovalError(
-            errors.MEMBER_CREDENTIAL_REQUIRED,
-            "this route is for people: use a member credential, not an application's",
-            403,
-        )
-
-
-# bodies ----------------------------------------------------------------------------------------
-def _where(loc: tuple[int | str, ...]) -> str:
-    text = ""
-    for part in loc:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
-    return text or "body"
-
-
-def problems(error: ValidationError) -> list[str]:
-    found = []
-    for item in error.errors(include_url=False, include_input=False):
-        message = "unknown field" if item["type"] == "extra_forbidden" else item["msg"]
-        found.append(f"{_where(tuple(item['loc']))}: {message.removeprefix('Value error, ')}")
-    return found
-
-
-async def read_body(request: web.Request, model: type[M]) -> M:
-    """The body validated as `model`; an empty body counts as `{}`. Invalid: 422 naming the
-    field (`tool_input.options[0]: …`)."""
-    raw = await request.read()
-    try:
-        if not raw.strip():
-            return model.model_validate({})
-        return model.model_validate_json(raw)
-    except ValidationError as error:
-        found = problems(error)
-        raise ApprovalError(
-            errors.INVALID_REQUEST, "; ".join(found[:5]), 422, {"problems": found}
-        ) from None

@@ -16,17 +16,40 @@ import math
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
 
 from bot.domain import Executor, Run, Task
 
 _MAX_DIGITS = 300  # far beyond any real number; keeps int->str within Python's own limit
+NO_NUL = "^[^\\u0000]*$"  # JSON-schema pattern (ECMA-262): a string without NUL characters
+# The JSON-schema of a stored JSON value, recursive; `/openapi.json` holds it under this name.
+JSON_VALUE = "JsonValue"
+# A marker `/openapi.json` turns into a `$ref` to JSON_VALUE_SCHEMA (pydantic resolves every
+# `$ref` it sees, and this schema is not one of its own).
+JSON_VALUE_MARK = "x-approvalbot-json-value"
+JSON_VALUE_SCHEMA: dict[str, Any] = {
+    "description": "Any JSON value the store can hold: no NUL character in a string or a key, "
+    "finite numbers, integers of at most 300 digits.",
+    "anyOf": [
+        {"type": "string", "pattern": NO_NUL},
+        {"type": "number"},
+        {"type": "boolean"},
+        {"type": "null"},
+        {"type": "array", "items": {"$ref": f"#/components/schemas/{JSON_VALUE}"}},
+        {
+            "type": "object",
+            "propertyNames": {"pattern": NO_NUL},
+            "additionalProperties": {"$ref": f"#/components/schemas/{JSON_VALUE}"},
+        },
+    ],
+}
 
 
-def _check_json(value: Any) -> Any:
-    """Refuse what JSON columns cannot store; the error names the path inside the value."""
+def _check_json(value: Any, nul: bool = True) -> Any:
+    """Refuse what JSON columns cannot store; the error names the path inside the value.
+    `nul=False` leaves NUL characters to another check (the core's, for effect profiles)."""
     if isinstance(value, str):
-        if "\x00" in value:
+        if nul and "\x00" in value:
             raise ValueError("NUL characters are not accepted")
     elif isinstance(value, bool) or value is None:
         pass
@@ -39,15 +62,15 @@ def _check_json(value: Any) -> Any:
     elif isinstance(value, list):
         for index, item in enumerate(value):
             try:
-                _check_json(item)
+                _check_json(item, nul)
             except ValueError as error:
                 raise ValueError(f"[{index}]: {error}") from None
     elif isinstance(value, dict):
         for key, item in value.items():
-            if "\x00" in key:
+            if nul and "\x00" in key:
                 raise ValueError("NUL characters are not accepted in keys")
             try:
-                _check_json(item)
+                _check_json(item, nul)
             except ValueError as error:
                 raise ValueError(f".{key}: {error}") from None
     return value
@@ -59,9 +82,19 @@ def _check_text(value: str) -> str:
     return value
 
 
-JsonValue = Annotated[Any, AfterValidator(_check_json)]
-Text = Annotated[str, AfterValidator(_check_text)]
-Name = Annotated[str, Field(min_length=1, max_length=200), AfterValidator(_check_text)]
+_JSON_REF = WithJsonSchema({JSON_VALUE_MARK: True})
+_NO_NUL = Field(json_schema_extra={"pattern": NO_NUL})
+JsonValue = Annotated[Any, AfterValidator(_check_json), _JSON_REF]
+Text = Annotated[str, _NO_NUL, AfterValidator(_check_text)]
+Name = Annotated[str, Field(min_length=1, max_length=200), _NO_NUL, AfterValidator(_check_text)]
+# What identifiers may contain (adapters.http.ids checks them in paths; the core, in keys).
+KEY_SCHEMA = "^[A-Za-z0-9._:~-]{1,200}$"
+RECORD_SCHEMA = "^[A-Za-z0-9_-]{1,40}$"
+Key = Annotated[str, Field(min_length=1, max_length=200, json_schema_extra={"pattern": KEY_SCHEMA}),
+                AfterValidator(_check_text)]  # fmt: skip
+RecordId = Annotated[str, Field(min_length=1, max_length=200,
+                                json_schema_extra={"pattern": RECORD_SCHEMA}),
+                     AfterValidator(_check_text)]  # fmt: skip
 Mode = Literal["bypass", "ask", "rules"]
 Origin = Literal["model", "author", "kernel"]
 
@@ -84,7 +117,7 @@ class RunIn(RequestModel):
     tool_names: list[Name] | None = None
     aliases: dict[Text, Text] | None = None
     profile: Text | None = None
-    title: Annotated[str, Field(max_length=500), AfterValidator(_check_text)] = ""
+    title: Annotated[str, Field(max_length=500), _NO_NUL, AfterValidator(_check_text)] = ""
     executor_id: Text | None = None
     parent_run: Text | None = None
 
@@ -92,7 +125,14 @@ class RunIn(RequestModel):
 class EffectProfile(BaseModel):
     """What the approver reads (SPEC 3.3). Other keys are kept and shown as key/value."""
 
-    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
+    model_config = ConfigDict(
+        extra="allow",
+        allow_inf_nan=False,
+        json_schema_extra={
+            "additionalProperties": {JSON_VALUE_MARK: True},
+            "propertyNames": {"pattern": NO_NUL},
+        },
+    )
 
     summary: Text | None = None
     effects: list[Text] | None = None
@@ -100,12 +140,20 @@ class EffectProfile(BaseModel):
     risk: Literal["low", "medium", "high"] | None = None
     reversible: bool | None = None
 
+    @model_validator(mode="after")
+    def _finite_extras(self) -> EffectProfile:
+        """The other keys hold numbers by the rules of any JSON value here (finite, at most
+        300 digits; `Infinity` would be stored as null). NUL characters in them are the
+        core's to refuse (bot.effects.check), naming the key its way."""
+        _check_json(self.model_extra or {}, nul=False)
+        return self
+
 
 class TaskIn(RequestModel):
     """Append a tool call (or, with `tool_name: "ask"`, a question). `origin` defaults to
     `model`: a forgotten field must never pre-approve."""
 
-    key: Name | None = None
+    key: Key | None = None
     tool_name: Name
     tool_input: JsonValue
     origin: Origin = "model"
@@ -115,14 +163,15 @@ class TaskIn(RequestModel):
     approval_mode: Mode | None = None
 
     def effect_profile_json(self) -> dict[str, Any] | None:
+        """The profile as sent (its other keys too). What the store cannot hold in it is the
+        core's to refuse (bot.effects.check: a 422 naming the key)."""
         if self.effect_profile is None:
             return None
-        profile = _check_json(self.effect_profile.model_dump(exclude_none=True))
-        return profile if isinstance(profile, dict) else None
+        return self.effect_profile.model_dump(exclude_none=True)
 
 
 class DenyIn(RequestModel):
-    reason: Annotated[str, Field(max_length=4000), AfterValidator(_check_text)] = ""
+    reason: Annotated[str, Field(max_length=4000), _NO_NUL, AfterValidator(_check_text)] = ""
 
 
 class EmptyIn(RequestModel):
@@ -144,8 +193,8 @@ class ExecutorIn(RequestModel):
 
 
 class ClaimIn(RequestModel):
-    run_id: Name
-    task_key: Name
+    run_id: RecordId
+    task_key: Key
 
 
 # responses -------------------------------------------------------------------------------------

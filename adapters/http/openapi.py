@@ -12,6 +12,7 @@ from aiohttp import web
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
+from adapters.http import ids
 from adapters.http import models as m
 
 _PARAM = re.compile(r"{(\w+)}")
@@ -19,19 +20,22 @@ _PARAM = re.compile(r"{(\w+)}")
 _STATUS_TEXT = {
     200: "OK",
     201: "Created",
+    400: "The body does not decode, or a JSON object has a key twice (`invalid_json`)",
     401: "No, unknown or revoked bearer token (`unauthorized`)",
     403: "The credential may not do this (`member_credential_required`, …)",
-    404: "No such workspace, run, task or executor for this credential (`not_found`)",
+    404: "No such workspace, run, task or executor for this credential (`not_found`); also "
+    "for an identifier its `pattern` refuses",
     409: "Conflicts with the current state (`already_decided`, `not_claimable_kind`, …)",
     413: "The body is larger than the configured bound (`payload_too_large`)",
+    415: "A Content-Encoding other than gzip or deflate (`unsupported_encoding`)",
     422: "The body or a parameter is malformed; `detail` names the field",
 }
 
 _PATH_DOC = {
-    "ws": "Workspace id",
-    "run": "Run id",
-    "key": "Task key (unique within the run)",
-    "executor": "Executor id",
+    "ws": "Workspace id (lowercase letters, digits, - and _; at most 63)",
+    "run": "Run id (`run_…`: letters, digits, _ and -; at most 40)",
+    "key": "Task key, unique within the run (letters, digits and . _ : ~ -; at most 200)",
+    "executor": "Executor id (`exe_…`: letters, digits, _ and -; at most 40)",
 }
 
 
@@ -74,8 +78,21 @@ def _schemas(routes: Sequence[Route]) -> dict[str, Any]:
     mode: Literal["validation"] = "validation"
     pairs = [(model, mode) for model in models]
     _, top = models_json_schema(pairs, ref_template="#/components/schemas/{model}")
-    schemas: dict[str, Any] = top.get("$defs", {})
+    schemas: dict[str, Any] = _json_value_refs(top.get("$defs", {}))
+    schemas[m.JSON_VALUE] = m.JSON_VALUE_SCHEMA  # what the models' JsonValue fields refer to
     return schemas
+
+
+def _json_value_refs(node: Any) -> Any:
+    """Replace each JsonValue marker (models.JSON_VALUE_MARK) with a `$ref` to its schema."""
+    if isinstance(node, list):
+        return [_json_value_refs(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    done = {key: _json_value_refs(value) for key, value in node.items()}
+    if done.pop(m.JSON_VALUE_MARK, False):
+        done["$ref"] = f"#/components/schemas/{m.JSON_VALUE}"
+    return done
 
 
 def _ref(model: type[BaseModel]) -> dict[str, Any]:
@@ -88,7 +105,7 @@ def _operation(route: Route) -> dict[str, Any]:
             "name": name,
             "in": "path",
             "required": True,
-            "schema": {"type": "string"},
+            "schema": {"type": "string", "pattern": ids.PATTERNS[name]},
             "description": _PATH_DOC.get(name, name),
         }
         for name in _PARAM.findall(route.path)
@@ -107,7 +124,10 @@ def _operation(route: Route) -> dict[str, Any]:
             model = route.response if status < 400 and route.response else m.ErrorOut
             answer["content"] = {"application/json": {"schema": _ref(model)}}
         responses[str(status)] = answer
-    for status in route.errors:
+    refusals = route.errors
+    if route.body is not None:  # every body may fail to decode, be too large or encoded oddly
+        refusals = tuple(sorted({*route.errors, 400, 413, 415}))
+    for status in refusals:
         responses[str(status)] = {
             "description": _STATUS_TEXT.get(status, "Error"),
             "content": {"application/json": {"schema": _ref(m.ErrorOut)}},

@@ -2,7 +2,10 @@
 
 One table serves both the router and `/openapi.json`. Every route is wrapped the same way:
 authenticate the bearer token (401 without a valid one), refuse any workspace but the
-credential's own with the 404 a missing one gets, then call the handler.
+credential's own with the 404 a missing one gets, answer a path naming what cannot exist (an
+identifier outside its alphabet, `adapters.http.ids`) with that 404 too, then call the handler.
+The resolution route, where a resolution token may stand in for a credential, does the last
+two itself (`api.resolve`).
 """
 
 from __future__ import annotations
@@ -13,17 +16,19 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from adapters.http import api, executors, sse
+from adapters.http import api, executors, ids, sse
 from adapters.http import models as m
-from adapters.http.app import CORE, healthz, readyz
+from adapters.http.health import healthz, readyz
+from adapters.http.keys import CORE
 from adapters.http.middleware import (
     api_errors,
-    check_workspace,
+    expect_handler,
     json_response,
     principal_or_none,
     unauthorized,
 )
 from adapters.http.openapi import Query, Route, document
+from bot import access
 from bot.metrics import REGISTRY
 
 WS = "/v1/workspaces/{ws}"
@@ -34,13 +39,13 @@ EXE = WS + "/executors/{executor}"
 _SSE = "text/event-stream"
 _WAIT = Query(
     "wait",
-    {"type": "number", "minimum": 0, "maximum": api.MAX_WAIT},
+    {"type": "number", "minimum": 0},
     "Long-poll: hold the answer until the task leaves needs_approval/awaiting_input or this many "
     f"seconds pass (capped at {api.MAX_WAIT:g}).",
 )
 _LAST = Query(
     "last_event_id",
-    {"type": "integer", "minimum": 0},
+    {"type": "integer", "minimum": 0, "maximum": sse.MAX_EVENT_ID},
     "Resume after this event id (same as the Last-Event-ID header).",
 )
 _FEED = (
@@ -57,7 +62,7 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", RUN, api.get_run, "Read a run", "app, member", None, m.RunOut),
     Route("POST", RUN + "/tasks", api.append_task, "Append a tool call or a question; the "
           "receipt holds state, error and resolution_token", "app, member", m.TaskIn,
-          m.TaskOut, 201, (401, 404, 409, 413, 422), also=(200,),
+          m.TaskOut, 201, (401, 403, 404, 409, 413, 422), also=(200,),
           description="201 for a new task; 200 when the same key and body were appended "
           "before (idempotent retry). The same key with another body is 409."),
     Route("GET", TASK, api.get_task, "Read a task (optionally long-poll with ?wait=S)",
@@ -80,8 +85,9 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", RUN + "/events", api.run_events, "The run's lifecycle feed (SSE)",
           "app, member", query=(_LAST,), stream=_SSE, description=_FEED),
     Route("GET", WS + "/asks", api.asks, "Every decision now resting on a person", "member",
-          None, m.AsksOut, errors=(401, 403, 404),
-          query=(Query("run_id", {"type": "string"}, "Only this run's decisions"),)),
+          None, m.AsksOut, errors=(401, 403, 404, 422),
+          query=(Query("run_id", {"type": "string", "pattern": ids.RUN_FILTER},
+                       "Only this run's decisions (empty: all; a malformed run id is a 422)"),)),
     Route("POST", WS + "/executors", executors.register, "Register an executor", "app",
           m.ExecutorIn, m.ExecutorOut, 201, (401, 403, 404, 422)),
     Route("GET", EXE, executors.show, "Read an executor", "app", None, m.ExecutorOut),
@@ -105,11 +111,11 @@ def _wrap(route: Route) -> Callable[[web.Request], Awaitable[web.StreamResponse]
     async def handler(request: web.Request) -> web.StreamResponse:
         principal = await principal_or_none(request)
         workspace = request.match_info["ws"]
-        if principal is None:
-            if not optional:
+        if not optional:
+            if principal is None:
                 raise unauthorized()
-        elif not optional:
-            check_workspace(principal, workspace)
+            access.check_workspace(principal, workspace)
+            ids.check_path(request.match_info)
         return await route.handler(request, api.Ctx(request.app[CORE], principal, workspace))
 
     handler.__name__ = route.handler.__name__
@@ -152,10 +158,16 @@ _DOCUMENT = document(ROUTES + _META)
 
 
 def setup_api(app: web.Application) -> None:
-    """Add the API routes, the error middleware and the stream shutdown hook to `app`."""
+    """Add the API routes, the meta routes (metrics, openapi, health), the error middleware
+    and the stream shutdown hook to `app`."""
     app.middlewares.append(api_errors)
     sse.setup(app)
     for route in ROUTES:
-        app.router.add_route(route.method, route.path, _wrap(route))
-    app.router.add_get("/metrics", metrics)
-    app.router.add_get("/openapi.json", openapi)
+        app.router.add_route(route.method, route.path, _wrap(route), expect_handler=expect_handler)
+    for path, handler in (
+        ("/metrics", metrics),
+        ("/openapi.json", openapi),
+        ("/healthz", healthz),
+        ("/readyz", readyz),
+    ):
+        app.router.add_get(path, handler, expect_handler=expect_handler)

@@ -25,13 +25,14 @@ RECHECK = 1.0  # seconds between store reads when no wake-up came
 KEEPALIVE = 15.0  # seconds of silence before a comment line
 
 CLOSING = web.AppKey("sse_closing", asyncio.Event)
+MAX_EVENT_ID = 10**18 - 1  # a resume point has at most 18 digits
 
 
 def last_event_id(request: web.Request) -> int:
     """Where to resume: the `Last-Event-ID` header (EventSource sends it on reconnect) or
     `?last_event_id=`; 0 means from the start."""
     raw = request.headers.get("Last-Event-ID") or request.query.get("last_event_id") or "0"
-    if not raw.isdigit() or len(raw) > 18:
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > len(str(MAX_EVENT_ID)):  # '²' too
         raise ApprovalError(
             errors.INVALID_REQUEST, "last_event_id: a non-negative integer event id", 422
         )
