@@ -373,7 +373,7 @@ class ApprovalService:
         return Receipt(task, token)
 
     def _check_call(self, spec: CallSpec) -> None:
-        if spec.key is not None and not KEY_PATTERN.match(spec.key):
+        if spec.key is not None and not KEY_PATTERN.fullmatch(spec.key):
             raise invalid("key: 1-200 characters of letters, digits and . _ : ~ -")
         if not isinstance(spec.tool_name, str) or not spec.tool_name:
             raise invalid("tool_name: a non-empty string")

@@ -36,6 +36,20 @@ def _bind_processor(kind: Any) -> Convert | None:
     return processor
 
 
+def _result_processor(kind: Any) -> Convert | None:
+    processor: Convert | None = kind.result_processor(_DIALECT, None)
+    if processor is None or not isinstance(kind, sa.JSON):
+        return processor
+    decode = processor
+
+    def tolerant(value: Any) -> Any:
+        # SQLite gives a JSON column NUMERIC affinity: a bare number (`5`) comes back as
+        # one, not as its JSON text.
+        return value if isinstance(value, int | float) else decode(value)
+
+    return tolerant
+
+
 class Prepared:
     """One statement with named bind parameters (`sa.bindparam`) or, for an insert, the
     table's columns as parameters."""
@@ -57,7 +71,7 @@ class Prepared:
         self._converts = _conversions(_bind_processor(b.type) for b in binds)
         returned = list(getattr(statement, "exported_columns", None) or [])
         self.columns = [column.key for column in returned]
-        self._results = _conversions(c.type.result_processor(_DIALECT, None) for c in returned)
+        self._results = _conversions(_result_processor(c.type) for c in returned)
 
     def _row_in(self, values: Mapping[str, Any]) -> list[Any]:
         if self._constants:

@@ -413,3 +413,22 @@ async def test_admin_refuses_unknown_claims_before_the_store() -> None:
     with pytest.raises(ApprovalError) as caught:
         await admin.add_application("acme", "x", may_claim=["model"])
     assert caught.value.code == "invalid_request"
+
+
+async def test_a_bare_number_as_tool_input_reads_back_on_every_path(api: Served) -> None:
+    """SQLite gives JSON columns NUMERIC affinity: a bare number came back as a number, not as
+    JSON text, and the hot path's reader failed (a replayed append or an approval: 500)."""
+    run = await declare(api)
+    body = {"key": "n", "tool_name": "calc", "tool_input": 5}
+    for _ in range(2):  # the first append, then its replay
+        status, task = await api.call("POST", f"/runs/{run}/tasks", "agent", body)
+        assert status in (200, 201) and task["tool_input"] == 5, task
+    status, task = await api.call("POST", f"/runs/{run}/tasks/n/approve", "alice", {})
+    assert status == 200 and task["state"] == "granted" and task["tool_input"] == 5
+
+
+async def test_a_key_with_a_trailing_newline_is_refused(api: Served) -> None:
+    run = await declare(api)
+    body = {"key": "k\n", "tool_name": "bash", "tool_input": {}}
+    status, answer = await api.call("POST", f"/runs/{run}/tasks", "agent", body)
+    assert status == 422, answer
