@@ -645,3 +645,10 @@ async def test_aiohttp_client_sees_json_errors(api: Served) -> None:
         async with session.post(url, data=b"{}", headers=headers) as response:
             assert response.status == 415
             assert (await response.json())["error"]["code"] == "unsupported_encoding"
+
+
+async def test_an_odd_expect_header_on_a_page_is_a_417(api: Served) -> None:
+    for target in ("/inbox", "/login", "/history"):
+        for expect in (b"\xff\xfe", b"something-else"):
+            answer = await send(api, "GET", target, None, headers=[("Expect", expect)])
+            assert answer.status == 417, (target, expect, answer.status)

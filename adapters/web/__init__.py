@@ -6,7 +6,9 @@ messages link to are built by `adapters.web.links`.
 
 from __future__ import annotations
 
-from aiohttp import web
+from typing import Any
+
+from aiohttp import HttpVersion11, web
 
 from adapters.web import actions, exports, stream, views
 from adapters.web.context import STATIC, WEB, WebState, make_env, security_headers, web_errors
@@ -28,6 +30,31 @@ def _sessions_of(core: Core) -> WebSessions:
     return SqlSessions(core.store)
 
 
+async def _expect(request: web.Request) -> web.StreamResponse | None:
+    """`Expect:` on a page route. aiohttp's own handler quotes the header in its 417 and fails
+    (a 500) when the header is not UTF-8; this one never echoes it."""
+    if request.version != HttpVersion11:
+        return None
+    if request.headers.get("Expect", "").lower() == "100-continue":
+        await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        request.writer.output_size = 0  # the answer proper has not started
+        return None
+    return web.Response(status=417, text="Expect: only 100-continue is understood")
+
+
+class _Routes:
+    """The router, each page route with `_expect`."""
+
+    def __init__(self, router: web.UrlDispatcher) -> None:
+        self.router = router
+
+    def add_get(self, path: str, handler: Any) -> None:
+        self.router.add_get(path, handler, expect_handler=_expect)
+
+    def add_post(self, path: str, handler: Any) -> None:
+        self.router.add_post(path, handler, expect_handler=_expect)
+
+
 def setup_web(
     app: web.Application, core: Core, settings: Settings, sessions: WebSessions | None = None
 ) -> None:
@@ -40,7 +67,7 @@ def setup_web(
     app.middlewares.append(web_errors)
     app.on_shutdown.append(_stop_streams)
     app.on_response_prepare.append(security_headers)
-    add = app.router
+    add = _Routes(app.router)
     add.add_get("/", views.index)
     add.add_get("/login", actions.login_form)
     add.add_post("/login", actions.login)
@@ -57,7 +84,7 @@ def setup_web(
     add.add_get("/history/log.json", exports.export_json)
     add.add_get("/web/inbox", views.inbox_fragment)
     add.add_get("/web/stream", stream.stream)
-    add.add_static("/web/static", STATIC)
+    app.router.add_static("/web/static", STATIC)
 
 
 __all__ = ["setup_web"]
