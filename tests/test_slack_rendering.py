@@ -14,7 +14,6 @@ from adapters.slack.format import (
     decision_blocks,
     digest_blocks,
     escape,
-    nudge_text,
     outcome_line,
     selected_options,
     thread_parent,
@@ -453,17 +452,6 @@ def test_thread_parent() -> None:
     assert "@\u2060here" in text  # the notification text has no verbatim flag
     text, blocks = thread_parent("", None, 1, None)
     assert text == "Untitled run · 1 waiting" and "<" not in blocks[0]["text"]["text"]
-
-
-def test_nudge_text() -> None:
-    mentions = ["U012AB", "W0XYZ9", "<!channel>", "u012ab", "U012AB", "U1", "U012AB\n", "C012AB"]
-    assert nudge_text("bash", "10 min", mentions) == (
-        "⏰ *bash* expires in 10 min — <@U012AB> <@W0XYZ9>"
-    )
-    assert nudge_text("bash", "10 min", []) == "⏰ *bash* expires in 10 min"
-    nudge = nudge_text(EVIL * 100, "5 min", ["U012AB"])
-    assert_no_pings(nudge, [], ours=("<@U012AB>",))
-    assert utf16_len(nudge) < 300
 
 
 def test_digest_page_fits() -> None:

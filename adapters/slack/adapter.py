@@ -29,14 +29,12 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.chat.buttons import Buttons
-from adapters.chat.cards import Cards
+from adapters.chat.assembly import assemble
 from adapters.chat.context import CoreLink
-from adapters.chat.delivery import ChatNotifier
-from adapters.chat.digests import Digests, DigestTuning
+from adapters.chat.digests import DigestTuning
 from adapters.chat.pacing import Budget, Limits
 from adapters.chat.port import MessageRef, Press
-from adapters.chat.presses import NOT_APPROVER, Presses, question_options
+from adapters.chat.presses import NOT_APPROVER, question_options
 from adapters.chat.records import Delivery
 from adapters.chat.redact import redact_everywhere
 from adapters.slack.format import selected_options
@@ -106,18 +104,10 @@ class SlackAdapter:
         self.platform = SlackPlatform(
             config, self.client, chats, self.link, self.budget, lambda: self.running
         )
-        buttons = Buttons(CHANNEL, chats, lambda: self.link.service.secret, self.link.now)
-        cards = Cards(self.link, buttons)  # Slack sends the ticked options with Submit
-        self.notifier = ChatNotifier(self.platform, chats, self.link, cards)
-        self.digests = Digests(
-            self.platform, chats, self.link, buttons, self.budget, self.notifier.post_alone,
-            self.tuning.digests,
-        )  # fmt: skip
-        self.notifier.coalescer = self.digests
-        self.presses = Presses(
-            self.platform, chats, self.link, cards, self._member_of,
-            touch=self.digests.touch, expand=self.notifier.expand,
-        )  # fmt: skip
+        # Slack sends the ticked options with Submit: no toggles kept.
+        layer = assemble(self.platform, chats, self.link, self.budget, self.tuning.digests,
+                         self._member_of, toggles=False)  # fmt: skip
+        self.notifier, self.digests, self.presses = layer.notifier, layer.digests, layer.presses
         self.app = AsyncApp(
             client=self.client,
             signing_secret=signing_secret or None,

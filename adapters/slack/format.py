@@ -65,7 +65,6 @@ _LABELS: dict[str, tuple[str, str | None]] = {
 }
 _FENCE_OPEN, _FENCE_CLOSE = "```\n", "\n```"
 _BROADCAST = re.compile(r"@(channel|here|everyone)\b", re.IGNORECASE)
-_USER_ID = re.compile(r"[UW][A-Z0-9]{2,20}")
 _URL_UNSAFE = re.compile(r"[<>|\s]")
 
 
@@ -376,7 +375,7 @@ def selected_options(values: Mapping[str, Any]) -> list[int]:
 
 
 # --------------------------------------------------------------------------------------------
-# Threads and nudges
+# Threads
 # --------------------------------------------------------------------------------------------
 
 
@@ -393,15 +392,6 @@ def thread_parent(
     if link:
         line += f" · 🔗 {link}"
     return text, [_section("run", line)]
-
-
-def nudge_text(tool_or_prompt: str, left: str, mentions: list[str]) -> str:
-    """A reminder in the thread: "⏰ *bash* expires in 10 min — <@U1> <@U2>". `mentions` are
-    Slack user ids; anything that is not one is dropped."""
-    ids = [m for m in dict.fromkeys(mentions) if _USER_ID.fullmatch(m)]
-    what = _fit(tool_or_prompt, 100, esc=_defuse) or "A decision"
-    text = f"⏰ *{what}* expires in {_fit(left, 50, esc=_defuse)}"
-    return text + (" — " + " ".join(f"<@{u}>" for u in ids) if ids else "")
 
 
 # --------------------------------------------------------------------------------------------

@@ -37,13 +37,10 @@ from telegram.ext import (
 )
 from telegram.request import HTTPXRequest
 
-from adapters.chat.buttons import Buttons, Choices
-from adapters.chat.cards import Cards
+from adapters.chat.assembly import assemble
 from adapters.chat.context import CoreLink
-from adapters.chat.delivery import ChatNotifier
-from adapters.chat.digests import Digests, DigestTuning
+from adapters.chat.digests import DigestTuning
 from adapters.chat.pacing import Budget, Limits
-from adapters.chat.presses import Presses
 from adapters.chat.redact import redact_everywhere
 from adapters.telegram.calls import TelegramCalls
 from adapters.telegram.handlers import Handlers
@@ -110,18 +107,9 @@ class TelegramAdapter:
         self.platform = TelegramPlatform(
             self.config, self.calls, chats, self.link, lambda: self.running
         )
-        buttons = Buttons(CHANNEL, chats, lambda: self.link.service.secret, self.link.now)
-        cards = Cards(self.link, buttons, Choices(CHANNEL, chats))
-        self.notifier = ChatNotifier(self.platform, chats, self.link, cards)
-        self.digests = Digests(
-            self.platform, chats, self.link, buttons, self.budget, self.notifier.post_alone,
-            self.tuning.digests,
-        )  # fmt: skip
-        self.notifier.coalescer = self.digests
-        self.presses = Presses(
-            self.platform, chats, self.link, cards, self._member_of,
-            touch=self.digests.touch, expand=self.notifier.expand,
-        )  # fmt: skip
+        layer = assemble(self.platform, chats, self.link, self.budget, self.tuning.digests,
+                         self._member_of, toggles=True)  # fmt: skip
+        self.notifier, self.digests, self.presses = layer.notifier, layer.digests, layer.presses
         self.handlers = Handlers(self.presses, chats, self.calls)
         self.application = self._build(token)
         self._started = False
