@@ -141,7 +141,23 @@ class Store(Protocol):
         self, executor_id: str, after_id: int, limit: int = 500
     ) -> list[Event]: ...
     async def next_timer_due(self) -> datetime | None: ...
-    async def asks(self, workspace_id: str, *, run_id: str | None = None) -> list[Task]: ...
+    async def asks(
+        self,
+        workspace_id: str,
+        *,
+        run_id: str | None = None,
+        limit: int | None = None,
+        before: tuple[datetime, str] | None = None,
+    ) -> list[Task]:
+        """Parked tasks resting on a person, newest first; `before` is the (created_at, id) of
+        the last one already seen (keyset paging: stable while new ones arrive)."""
+        ...
+
+    async def ask_counts(self, workspace_id: str) -> list[tuple[str, int, datetime]]:
+        """(run_id, waiting, newest created_at) per run with something resting on a person,
+        the run with the newest first."""
+        ...
+
     async def executor_inbox(self, executor_id: str) -> list[Task]: ...
     async def log_entries(
         self,

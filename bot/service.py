@@ -199,13 +199,25 @@ class ApprovalService:
             await self.hub.wait(gate, min(remaining, 1.0))
 
     async def asks(
-        self, principal: Principal, workspace_id: str, *, run_id: str | None = None
+        self,
+        principal: Principal,
+        workspace_id: str,
+        *,
+        run_id: str | None = None,
+        limit: int | None = None,
+        before: tuple[datetime, str] | None = None,
     ) -> list[Task]:
         """Every decision now resting on a person (an author ask with a token rests on its
-        client instead)."""
+        client instead), newest first; `limit`/`before` page through them (keyset)."""
         access.check_workspace(principal, workspace_id)
-        tasks = await self.store.asks(workspace_id, run_id=run_id)
-        return [t for t in tasks if t.resolution_token_hash is None]
+        return await self.store.asks(workspace_id, run_id=run_id, limit=limit, before=before)
+
+    async def ask_counts(
+        self, principal: Principal, workspace_id: str
+    ) -> list[tuple[str, int, datetime]]:
+        """How many decisions wait in each run: (run_id, waiting, newest), newest run first."""
+        access.check_workspace(principal, workspace_id)
+        return await self.store.ask_counts(workspace_id)
 
     async def events_after(self, run_id: str, seq: int) -> list[Event]:
         return await self.store.events_after(run_id, seq)

@@ -133,14 +133,47 @@ class SqlStore:
         value = await self._scalar(stmt)
         return None if value is None else cv.dt(value)
 
-    async def asks(self, workspace_id: str, *, run_id: str | None = None) -> list[Task]:
-        stmt = sa.select(TASK).where(
-            TASK.c.workspace_id == workspace_id, TASK.c.state.in_(PARKED_STATES)
+    def _resting_on_a_person(self, workspace_id: str) -> sa.ColumnElement[bool]:
+        # An author ask with a resolution token rests on its client, not on a person.
+        return sa.and_(
+            TASK.c.workspace_id == workspace_id,
+            TASK.c.state.in_(PARKED_STATES),
+            TASK.c.resolution_token_hash.is_(None),
         )
+
+    async def asks(
+        self,
+        workspace_id: str,
+        *,
+        run_id: str | None = None,
+        limit: int | None = None,
+        before: tuple[datetime, str] | None = None,
+    ) -> list[Task]:
+        stmt = sa.select(TASK).where(self._resting_on_a_person(workspace_id))
         if run_id is not None:
             stmt = stmt.where(TASK.c.run_id == run_id)
-        stmt = stmt.order_by(TASK.c.created_at.desc())
+        if before is not None:
+            at, task_id = cv.ts(before[0]), before[1]
+            stmt = stmt.where(
+                sa.or_(
+                    TASK.c.created_at < at,
+                    sa.and_(TASK.c.created_at == at, TASK.c.id < task_id),
+                )
+            )
+        stmt = stmt.order_by(TASK.c.created_at.desc(), TASK.c.id.desc())
+        if limit is not None:
+            stmt = stmt.limit(limit)
         return [cv.task(r) for r in await self._rows(stmt)]
+
+    async def ask_counts(self, workspace_id: str) -> list[tuple[str, int, datetime]]:
+        newest = sa.func.max(TASK.c.created_at)
+        stmt = (
+            sa.select(TASK.c.run_id, sa.func.count(), newest)
+            .where(self._resting_on_a_person(workspace_id))
+            .group_by(TASK.c.run_id)
+            .order_by(newest.desc(), TASK.c.run_id)
+        )
+        return [(str(r[0]), int(r[1]), cv.dt(float(r[2]))) for r in await self._rows(stmt)]
 
     async def executor_inbox(self, executor_id: str) -> list[Task]:
         stmt = (

@@ -10,7 +10,7 @@ from typing import Any
 
 from aiohttp import HttpVersion11, web
 
-from adapters.web import actions, exports, stream, views
+from adapters.web import actions, exports, queue, stream, views
 from adapters.web.context import STATIC, WEB, WebState, make_env, security_headers, web_errors
 from adapters.web.session import Signer
 from bot.config import Settings
@@ -73,7 +73,7 @@ def setup_web(
     add.add_post("/login", actions.login)
     add.add_get("/login/{token}", actions.login_link)
     add.add_post("/logout", actions.logout)
-    add.add_get("/inbox", views.inbox)
+    add.add_get("/inbox", queue.inbox)
     add.add_get("/decisions/{run_id}/{key}", views.decision)
     add.add_post("/decisions/{run_id}/{key}/{action}", actions.decide)
     add.add_get("/runs", views.runs)
@@ -82,7 +82,7 @@ def setup_web(
     add.add_get("/history", views.history)
     add.add_get("/history/log.csv", exports.export_csv)
     add.add_get("/history/log.json", exports.export_json)
-    add.add_get("/web/inbox", views.inbox_fragment)
+    add.add_get("/web/inbox", queue.inbox_fragment)
     add.add_get("/web/stream", stream.stream)
     app.router.add_static("/web/static", STATIC)
 

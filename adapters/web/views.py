@@ -1,4 +1,4 @@
-"""The pages people read: inbox, a decision's own page, runs, a run's page, history.
+"""The pages people read: a decision's own page, runs, a run's page, history (the inbox: queue.py).
 
 What looks like a secret in a call's input (and in answers, reasons and the feed) is masked by
 default, as in chat; a decision's page and a run's page offer "Reveal" (`?reveal=1`, a plain
@@ -20,7 +20,6 @@ from aiohttp import web
 from adapters.web import render
 from adapters.web.context import (
     error_html,
-    fragment,
     member_of,
     page,
     path_values,
@@ -108,7 +107,7 @@ def _reveal(request: web.Request) -> bool:
     return request.query.get("reveal") == "1"
 
 
-async def _runs(request: web.Request, run_ids: set[str]) -> dict[str, Run]:
+async def runs_by_id(request: web.Request, run_ids: set[str]) -> dict[str, Run]:
     found: dict[str, Run] = {}
     async with state(request).core.store.read() as tx:
         for run_id in run_ids:
@@ -116,13 +115,6 @@ async def _runs(request: web.Request, run_ids: set[str]) -> dict[str, Run]:
             if run is not None:
                 found[run_id] = run
     return found
-
-
-async def inbox_cards(request: web.Request, member: Principal) -> list[Card]:
-    service = state(request).core.service
-    tasks = await service.asks(member, member.workspace_id)
-    runs = await _runs(request, {t.run_id for t in tasks})
-    return [make_card(t, runs.get(t.run_id), request, full=False) for t in tasks]
 
 
 def not_found(request: web.Request, what: str) -> web.Response:
@@ -135,21 +127,6 @@ def not_found(request: web.Request, what: str) -> web.Response:
 
 async def index(request: web.Request) -> web.Response:
     raise web.HTTPSeeOther("/inbox" if member_of(request) else "/login")
-
-
-async def inbox(request: web.Request) -> web.Response:
-    member = await require_member(request)
-    cards = await inbox_cards(request, member)
-    return page(request, "inbox.html", {"cards": cards, "keys": [c.ident for c in cards]})
-
-
-async def inbox_fragment(request: web.Request) -> web.Response:
-    """The inbox list alone: what the page's script swaps in when the stream says so."""
-    member = member_of(request)
-    if member is None:
-        raise web.HTTPUnauthorized(text="unauthorized: sign in again")
-    cards = await inbox_cards(request, member)
-    return fragment(request, "_inbox_list.html", {"cards": cards, "keys": [c.ident for c in cards]})
 
 
 async def decision(request: web.Request) -> web.Response:
