@@ -18,6 +18,27 @@ from store.migrate import upgrade
 from store.sql import SqlStore
 from tests.telegram_harness import TgWorld, tg_world
 
+
+def _clear_the_callers_settings() -> None:
+    """The suite must not depend on the caller's environment: a shell with
+    APPROVALBOT_SERVER__PORT (or any other setting) exported would change what `Settings()`
+    reads in every test, and the subprocesses tests start inherit it. Only the suite's own
+    knobs (APPROVALBOT_TEST_*, e.g. the PostgreSQL URL) are kept."""
+    for name in [n for n in os.environ if n.startswith("APPROVALBOT_")]:
+        if not name.startswith("APPROVALBOT_TEST_"):
+            del os.environ[name]
+
+
+_clear_the_callers_settings()  # at import, before any test module or fixture reads settings
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _no_cli_profile_of_the_caller(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """`approvalbot asks` reads a CLI profile under $XDG_CONFIG_HOME: the caller's own must
+    never answer for a test, so the suite's config home is an empty directory of its own."""
+    os.environ["XDG_CONFIG_HOME"] = str(tmp_path_factory.mktemp("xdg-config"))
+
+
 PG_URL = os.environ.get("APPROVALBOT_TEST_POSTGRES_URL")
 PG_SKIP = "APPROVALBOT_TEST_POSTGRES_URL is not set: PostgreSQL tests skipped (CI sets it)"
 BACKENDS = ["sqlite", "postgres"]
