@@ -179,7 +179,18 @@ class Store(Protocol):
         via: str | None = None,
         parked_only: bool = False,
         limit: int = 200,
-    ) -> list[Task]: ...
+        search: str | None = None,
+    ) -> list[Task]:
+        """`search`: text found literally (no wildcards), case-insensitively, in the tool, the
+        input, the effect profile or who decided (the history page's search box)."""
+        ...
+
+    async def run_endings(
+        self, workspace_id: str, run_ids: Sequence[str], actions: Sequence[str]
+    ) -> dict[str, LogRecord]:
+        """Per run, its latest log entry with one of `actions` (how each run ended)."""
+        ...
+
     async def runs(self, workspace_id: str, *, limit: int = 100) -> list[Run]: ...
     async def claim_outbox(self, now: datetime, limit: int, lease: float) -> list[OutboxItem]: ...
     async def outbox_done(self, item_id: str, at: datetime) -> None: ...

@@ -211,10 +211,15 @@ class SqlStore:
         via: str | None = None,
         parked_only: bool = False,
         limit: int = 200,
+        search: str | None = None,
     ) -> list[Task]:
         """Tasks of a workspace, newest first, filtered (history pages, exports).
-        `parked_only`: only calls and questions that rested on a person (they had a deadline)."""
+        `parked_only`: only calls and questions that rested on a person (they had a deadline).
+        `search`: text found, case-insensitively and literally, in the tool, the input, the
+        effect profile or who decided."""
         stmt = sa.select(TASK).where(TASK.c.workspace_id == workspace_id)
+        if search:
+            stmt = stmt.where(_search_clause(search))
         if states is not None:
             stmt = stmt.where(TASK.c.state.in_(list(states)))
         if run_id is not None:
@@ -229,6 +234,23 @@ class SqlStore:
             stmt = stmt.where(TASK.c.deadline.is_not(None))
         stmt = stmt.order_by(TASK.c.created_at.desc(), TASK.c.id).limit(limit)
         return [cv.task(r) for r in await self._rows(stmt)]
+
+    async def run_endings(
+        self, workspace_id: str, run_ids: Sequence[str], actions: Sequence[str]
+    ) -> dict[str, LogRecord]:
+        """The latest log entry with one of `actions` for each of the runs that has one."""
+        if not run_ids:
+            return {}
+        stmt = (
+            sa.select(LOG)
+            .where(
+                LOG.c.workspace_id == workspace_id,
+                LOG.c.run_id.in_(list(run_ids)),
+                LOG.c.action.in_(list(actions)),
+            )
+            .order_by(LOG.c.id)
+        )
+        return {r["run_id"]: cv.log_record(r) for r in await self._rows(stmt)}
 
     async def runs(self, workspace_id: str, *, limit: int = 100) -> list[Run]:
         stmt = (
@@ -325,3 +347,24 @@ class SqlStore:
         await self.engine.dispose()
         if self.sqlite is not None:
             await self.sqlite.close()
+
+
+def _like_literal(text: str) -> str:
+    """A LIKE pattern matching `text` anywhere, its own % _ and \\ taken literally."""
+    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+def _search_clause(text: str) -> sa.ColumnElement[bool]:
+    """The history search: bound parameters only. JSON columns are searched as their stored
+    text, so the query is also tried as JSON writes it (quotes and backslashes escaped)."""
+    as_json = jsontext.dumps(text)[1:-1]
+    patterns = list(dict.fromkeys([_like_literal(text), _like_literal(as_json)]))
+    columns: list[sa.ColumnElement[Any]] = [
+        TASK.c.tool,
+        TASK.c.tool_name,
+        TASK.c.resolved_by,
+        sa.cast(TASK.c.tool_input, sa.Text),
+        sa.cast(TASK.c.effect_profile, sa.Text),
+    ]
+    return sa.or_(*(c.ilike(p, escape="\\") for c in columns for p in patterns))
