@@ -252,6 +252,19 @@ class SqlStore:
         )
         return {r["run_id"]: cv.log_record(r) for r in await self._rows(stmt)}
 
+    async def first_tasks(self, run_ids: Sequence[str]) -> dict[str, Task]:
+        """Each run's first call or question (task ids sort by creation): what tells runs
+        with the same title apart on the runs list."""
+        if not run_ids:
+            return {}
+        first = (
+            sa.select(sa.func.min(TASK.c.id))
+            .where(TASK.c.run_id.in_(list(run_ids)))
+            .group_by(TASK.c.run_id)
+        )
+        stmt = sa.select(TASK).where(TASK.c.id.in_(first.scalar_subquery()))
+        return {r["run_id"]: cv.task(r) for r in await self._rows(stmt)}
+
     async def runs(self, workspace_id: str, *, limit: int = 100) -> list[Run]:
         stmt = (
             sa.select(RUN)
