@@ -1,0 +1,109 @@
+"""The service's state and the caches every part of the lifecycle reads through."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+
+from bot import tokens
+from bot.clock import Clock
+from bot.decisions import DecisionSettings, Profile, not_found
+from bot.domain import Run, Task
+from bot.events import EventHub
+from bot.ports import Store, Tx
+from bot.rules import Policy, compile_policy
+
+CACHE_LIMIT = 10_000  # entries per cache: compiled policies, frozen runs, origin claims
+
+
+class ServiceBase:
+    """What the lifecycle's parts share: the store, the clock, the settings and the caches."""
+
+    def __init__(
+        self,
+        store: Store,
+        clock: Clock,
+        *,
+        settings: DecisionSettings | None = None,
+        profiles: Mapping[str, Profile] | None = None,
+        channels: Sequence[str] = (),
+        hub: EventHub | None = None,
+        secret: str = "",
+    ) -> None:
+        self.store = store
+        self.clock = clock
+        self.settings = settings or DecisionSettings()
+        self.profiles = dict(profiles or {})
+        self.channels = tuple(channels)
+        self.hub = hub or EventHub()
+        self.secret = secret
+        self._policies: OrderedDict[str, Policy] = OrderedDict()
+        self._runs: OrderedDict[str, Run] = OrderedDict()
+        # The origins each application may claim, by application id: fixed when the
+        # application is registered (a new registration is a new id), so never stale.
+        self._claims: OrderedDict[str, frozenset[str]] = OrderedDict()
+        # Called after each commit that added timers or outbox items (scheduler, relay wake-ups).
+        self.on_timers: Callable[[], None] = lambda: None
+        self.on_outbox: Callable[[], None] = lambda: None
+
+    def policy(self, run: Run) -> Policy:
+        """The run's compiled rules; compiled once per run and kept (bounded)."""
+        policy = self._policies.get(run.id)
+        if policy is None:
+            policy = compile_policy(run.approval_rules, run.aliases)
+            self._policies[run.id] = policy
+            if len(self._policies) > CACHE_LIMIT:
+                self._policies.popitem(last=False)
+        else:
+            self._policies.move_to_end(run.id)
+        return policy
+
+    async def _run(self, tx: Tx, workspace_id: str, run_id: str, *, lock: bool = True) -> Run:
+        """The run, its declaration from memory when seen before (it is frozen at creation),
+        its state always from the store."""
+        frozen = self._runs.get(run_id)
+        if frozen is None:
+            run = await tx.get_run(run_id, for_update=lock)
+            if run is not None:
+                self._remember(run)
+        else:
+            state = await tx.get_run_state(run_id, for_update=lock)
+            if state is None:
+                run = None
+            elif state == (frozen.state, frozen.held_task_key):
+                run = frozen  # the common case: still running; no copy to make
+            else:
+                run = replace(frozen, state=state[0], held_task_key=state[1])
+        if run is None or run.workspace_id != workspace_id:
+            raise not_found("run")
+        return run
+
+    def _remember(self, run: Run) -> None:
+        self._runs[run.id] = run
+        if len(self._runs) > CACHE_LIMIT:
+            self._runs.popitem(last=False)
+
+    async def _task(self, tx: Tx, workspace_id: str, run_id: str, key: str) -> Task:
+        task = await tx.get_task(run_id, key)
+        if task is None or task.workspace_id != workspace_id:
+            raise not_found("task")
+        return task
+
+    async def _addressee(self, tx: Tx, run: Run) -> str | None:
+        if run.executor_id is None:
+            return None
+        executor = await tx.get_executor(run.executor_id)
+        return None if executor is None or executor.revoked else executor.id
+
+    def _token_for(self, task: Task) -> str | None:
+        if task.resolution_token_hash is None:
+            return None
+        return tokens.resolution_token(self.secret, task.id)
+
+    def after_commit(self, run: Run, *, timers: bool = False, outbox: bool = False) -> None:
+        self.hub.notify_run(run.workspace_id, run.id)
+        if timers:
+            self.on_timers()
+        if outbox:
+            self.on_outbox()

@@ -1,0 +1,84 @@
+"""A person's review of a parked call: approve or deny. One review may not end the task (a
+quorum counts reviews); the one that does ends it with a compare-and-set."""
+
+from __future__ import annotations
+
+from bot import access, errors
+from bot.decisions import REASON_LIMIT, already_decided, log_entry
+from bot.domain import Ending, Principal, Task
+from bot.errors import ApprovalError
+from bot.lifecycle.writes import Recording
+from bot.ports import DuplicateKey
+
+
+class Reviews(Recording):
+    """Approve and deny."""
+
+    async def approve(
+        self, principal: Principal, workspace_id: str, run_id: str, key: str, *, via: str = "api"
+    ) -> Task:
+        return await self._review(principal, workspace_id, run_id, key, "approve", "", via)
+
+    async def deny(
+        self,
+        principal: Principal,
+        workspace_id: str,
+        run_id: str,
+        key: str,
+        *,
+        reason: str = "",
+        via: str = "api",
+    ) -> Task:
+        return await self._review(principal, workspace_id, run_id, key, "deny", reason, via)
+
+    async def _review(
+        self,
+        principal: Principal,
+        workspace_id: str,
+        run_id: str,
+        key: str,
+        verdict: str,
+        reason: str,
+        via: str,
+    ) -> Task:
+        access.check_workspace(principal, workspace_id)
+        access.require_member(principal)
+        reason = (reason or "").strip()[:REASON_LIMIT]
+        now = self.clock.now()
+        async with self.store.write() as tx:
+            run = await self._run(tx, workspace_id, run_id)
+            task = await self._task(tx, workspace_id, run_id, key)
+            if task.kind != "tool_call":
+                raise ApprovalError(
+                    errors.CONFLICT, "this is a question: answer it with a resolution", 409
+                )
+            if not task.parked:
+                raise already_decided(task)
+            try:
+                count = await tx.add_review(
+                    task_id=task.id,
+                    member=principal,
+                    verdict=verdict,
+                    reason=reason,
+                    via=via,
+                    at=now,
+                )
+            except DuplicateKey:
+                raise already_decided(await tx.get_task_by_id(task.id) or task) from None
+            if verdict == "approve":
+                if count < task.required_approvals:
+                    await tx.add_log([log_entry(run, task, "reviewed", principal, via, at=now)])
+                    return task
+                ending = Ending("granted", now, principal.name, via)
+                ended = await self._end(tx, run, task, ending, "approved", principal)
+            else:
+                error = {
+                    "code": errors.APPROVAL_DENIED,
+                    "detail": reason or f"denied by {principal.name}",
+                }
+                ending = Ending("failed", now, principal.name, via, error=error)
+                ended = await self._end(
+                    tx, run, task, ending, "denied", principal, {"reason": reason}
+                )
+        self.after_commit(run, outbox=bool(self.channels))
+        return ended

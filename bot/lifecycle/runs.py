@@ -1,0 +1,194 @@
+"""Runs: declaring one (its rules frozen from then on), stopping, abandoning and retrying it."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Container
+from dataclasses import replace
+from datetime import datetime
+
+from bot import access, effects, errors
+from bot.decisions import MODES, Profile, RunSpec, invalid, log_entry, narrow, not_found
+from bot.domain import Ending, NewEvent, Principal, Run, Task, new_id, ordered_id
+from bot.errors import ApprovalError
+from bot.lifecycle.writes import Recording
+from bot.rules import compile_policy
+
+KEY_LIMIT = 200  # a task key's length (KEY_PATTERN; the column holds no more on PostgreSQL)
+
+
+def retry_key(key: str, serial: int, taken: Container[str]) -> str:
+    """The key of the call asked anew after `key` expired: `<key>~retry<N>`, N the first free
+    serial from `serial`. It always fits KEY_LIMIT (a base too long is cut and tagged with a
+    short hash of the whole, so cut keys stay distinct) and never meets a key in `taken`."""
+    base = key.split("~retry")[0] or key
+    while True:
+        suffix = f"~retry{serial}"
+        candidate = base + suffix
+        if len(candidate) > KEY_LIMIT:
+            tag = hashlib.sha256(base.encode()).hexdigest()[:10]
+            candidate = f"{base[: KEY_LIMIT - len(suffix) - len(tag) - 1]}-{tag}{suffix}"
+        if candidate not in taken:
+            return candidate
+        serial += 1
+
+
+class Runs(Recording):
+    """Declaring runs and ending them."""
+
+    def _base(self, spec: RunSpec, parent: Run | None) -> Profile | None:
+        if parent is not None:
+            return Profile(
+                parent.approval_mode, parent.approval_rules, parent.tool_names, parent.aliases
+            )
+        if spec.profile is None:
+            return None
+        profile = self.profiles.get(spec.profile)
+        if profile is None:
+            raise ApprovalError(errors.UNKNOWN_PROFILE, f"no profile named {spec.profile!r}", 422)
+        return profile
+
+    async def declare_run(self, principal: Principal, workspace_id: str, spec: RunSpec) -> Run:
+        access.check_workspace(principal, workspace_id)
+        if spec.approval_mode is not None and spec.approval_mode not in MODES:
+            raise invalid("approval_mode: must be bypass, ask or rules")
+        for name in ("title", "approval_rules", "tool_names", "aliases", "profile"):
+            problem = effects.storable_problem(getattr(spec, name), name)
+            if problem:
+                raise invalid(problem)
+        async with self.store.write() as tx:
+            parent = None
+            if spec.parent_run is not None:
+                parent = await self._run(tx, workspace_id, spec.parent_run)
+            declared = narrow(spec, self._base(spec, parent))
+            policy = compile_policy(declared.approval_rules, declared.aliases)
+            if spec.executor_id is not None:
+                executor = await tx.get_executor(spec.executor_id)
+                if (
+                    executor is None
+                    or executor.workspace_id != workspace_id
+                    or executor.revoked
+                    # An application names only its own executors (another's is not found,
+                    # as on GET /executors/E); a person may name any of the workspace's.
+                    or (not principal.is_member and executor.application_id != principal.id)
+                ):
+                    raise not_found("executor")
+            run = Run(
+                id=new_id("run"),
+                workspace_id=workspace_id,
+                application_id=principal.id if not principal.is_member else None,
+                state="running",
+                approval_mode=declared.approval_mode,
+                approval_rules=policy.rules_json,
+                tool_names=declared.tool_names,
+                aliases=dict(policy.aliases),
+                created_at=self.clock.now(),
+                title=spec.title,
+                profile=spec.profile,
+                executor_id=spec.executor_id,
+                parent_run=spec.parent_run,
+            )
+            await tx.insert_run(run)
+            await tx.add_log([log_entry(run, None, "run_declared", principal, "api")])
+        self._policies[run.id] = policy
+        self._remember(replace(run))
+        return run
+
+    async def stop(
+        self, principal: Principal, workspace_id: str, run_id: str, *, via: str = "api"
+    ) -> Run:
+        """Stop the run: every parked call and question is cancelled. Stopping twice is a no-op."""
+        access.check_workspace(principal, workspace_id)
+        return await self._halt(
+            principal, workspace_id, run_id, ("running", "held"), "stopped", via
+        )
+
+    async def abandon(
+        self, principal: Principal, workspace_id: str, run_id: str, *, via: str = "api"
+    ) -> Run:
+        access.check_workspace(principal, workspace_id)
+        access.require_member(principal)
+        return await self._halt(principal, workspace_id, run_id, ("held",), "abandoned", via)
+
+    async def _halt(
+        self,
+        principal: Principal,
+        workspace_id: str,
+        run_id: str,
+        from_states: tuple[str, ...],
+        action: str,
+        via: str,
+    ) -> Run:
+        now = self.clock.now()
+        async with self.store.write() as tx:
+            run = await self._run(tx, workspace_id, run_id)
+            if run.state == "stopped" and action == "stopped":
+                return run
+            if not await tx.set_run_state(run_id, from_states, "stopped"):
+                raise ApprovalError(errors.RUN_NOT_HELD, f"run is {run.state}, not held", 409)
+            for task in await tx.parked_tasks(run_id):
+                error = {"code": errors.RUN_STOPPED, "detail": f"run {action} by {principal.name}"}
+                ending = Ending("cancelled", now, principal.name, via, error=error)
+                await self._end(tx, run, task, ending, "cancelled", principal)
+            data = {"by": principal.name, "via": via, "action": action}
+            await tx.add_events([NewEvent(run.id, "run_stopped", data)], now)
+            await tx.add_log([log_entry(run, None, f"run_{action}", principal, via, at=now)])
+            run = replace(run, state="stopped")  # never change the remembered declaration
+        self.after_commit(run, outbox=bool(self.channels))
+        return run
+
+    async def retry(
+        self, principal: Principal, workspace_id: str, run_id: str, *, via: str = "api"
+    ) -> Run:
+        """A person takes a held run up again: each expired decision that held it is asked anew."""
+        access.check_workspace(principal, workspace_id)
+        access.require_member(principal)
+        now = self.clock.now()
+        async with self.store.write() as tx:
+            run = await self._run(tx, workspace_id, run_id)
+            if not await tx.set_run_state(run_id, ("held",), "running"):
+                raise ApprovalError(errors.RUN_NOT_HELD, f"run is {run.state}, not held", 409)
+            run = replace(run, state="running", held_task_key=None)
+            tasks = await tx.tasks_of_run(run_id)
+            retried = {t.retry_of for t in tasks if t.retry_of}
+            # Every key of the run, the new ones too: under the run's lock nothing else adds
+            # one, so a key picked here is free when it is inserted.
+            taken = {t.key for t in tasks}
+            for old in tasks:
+                holds = old.kind == "ask" or old.failure_policy == "hold"
+                if old.state != "timed_out" or not holds or old.id in retried:
+                    continue
+                task = self._again(old, now, retry_key(old.key, len(taken), taken))
+                taken.add(task.key)
+                task.addressee = await self._addressee(tx, run)
+                await tx.insert_task(task)
+                await self._record_park(tx, run, task, principal, via)
+            await tx.add_events([NewEvent(run.id, "run_resumed", {"by": principal.name})], now)
+            await tx.add_log([log_entry(run, None, "run_retried", principal, via, at=now)])
+        self.after_commit(run, timers=True, outbox=bool(self.channels))
+        return run
+
+    def _again(self, old: Task, now: datetime, key: str) -> Task:
+        ttl = self.settings.question_ttl if old.kind == "ask" else self.settings.park_ttl
+        return Task(
+            id=ordered_id("task"),
+            run_id=old.run_id,
+            workspace_id=old.workspace_id,
+            key=key,
+            kind=old.kind,
+            origin=old.origin,
+            tool_name=old.tool_name,
+            tool=old.tool,
+            tool_input=old.tool_input,
+            state=(old.kind == "ask" and "awaiting_input") or "needs_approval",
+            created_at=now,
+            effect_profile=old.effect_profile,
+            deadline=now + ttl,
+            failure_policy=old.failure_policy,
+            why=f"asked again after {old.key} expired",
+            rule_index=old.rule_index,
+            matched=old.matched,
+            request_hash=old.request_hash,
+            appended_by=old.appended_by,
+            retry_of=old.id,
+        )
