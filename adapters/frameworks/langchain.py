@@ -1,0 +1,185 @@
+"""The LangChain 1.x / LangGraph bridge: `ApprovalMiddleware` puts each tool call of an agent
+made with `create_agent` through approvalbot before the tool runs, and `ask_human` is a tool
+that asks a person.
+
+    agent = create_agent(model, tools, middleware=[ApprovalMiddleware()])
+
+One approvalbot run per `thread_id` (`config={"configurable": {"thread_id": …}}`; without one,
+one run for the middleware). A call granted by the run's rules runs at once; one the rules
+refuse comes back at once as the tool's `ToolMessage` (status "error") with the rule's reason;
+a parked call waits for a person, then runs (with the person's edited input, if they edited
+it) or comes back as a `ToolMessage` carrying their reason. The service unreachable or a bad
+token: the tool does not run and the `ToolMessage` says why. Both `invoke` and `ainvoke`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Hashable, Iterable
+from typing import Any
+
+from langchain.agents.middleware import AgentMiddleware, AgentState, ToolCallRequest
+from langchain.tools import ToolRuntime
+from langchain_core.messages import ToolMessage
+from langchain_core.tools import BaseTool, StructuredTool
+from langgraph.types import Command
+
+from adapters.frameworks.gate import Answer, Gate, Outcome, find_target, gate_for
+
+TITLE = "LangChain"
+ASK_HUMAN = "ask_human"
+ASK_HUMAN_DESCRIPTION = (
+    "Ask a person a question and wait for the answer. Use it when you need information or a "
+    "choice only a person can give, not for things you can find out yourself. Give `options` "
+    'to offer choices; with `multi` true the person may pick several, returned joined by ", ".'
+)
+
+ToolResult = ToolMessage | Command[Any]
+
+
+def thread_of(runtime: Any) -> Hashable:
+    """The LangGraph `thread_id` of the call (None without one: one run for them all)."""
+    config = getattr(runtime, "config", None) or {}
+    thread = (config.get("configurable") or {}).get("thread_id")
+    return None if thread is None else str(thread)
+
+
+def run_title(thread: Hashable) -> str:
+    return TITLE if thread is None else f"{TITLE} · thread {thread}"
+
+
+def _env_gate() -> Gate:
+    return gate_for(find_target(), TITLE)
+
+
+def ask_human_sync(
+    prompt: str, runtime: ToolRuntime, options: list[str] | None = None, multi: bool = False
+) -> str:
+    """Ask a person; used without the middleware, the tool finds the service in the
+    environment (`APPROVALBOT_URL`, `APPROVALBOT_TOKEN`, `APPROVALBOT_WORKSPACE`)."""
+    thread = thread_of(runtime)
+    answer = _env_gate().ask_sync(
+        thread, prompt, options, multi, call_id=runtime.tool_call_id, title=run_title(thread)
+    )
+    return answer.text
+
+
+async def ask_human_async(
+    prompt: str, runtime: ToolRuntime, options: list[str] | None = None, multi: bool = False
+) -> str:
+    thread = thread_of(runtime)
+    answer = await _env_gate().ask(
+        thread, prompt, options, multi, call_id=runtime.tool_call_id, title=run_title(thread)
+    )
+    return answer.text
+
+
+ask_human: BaseTool = StructuredTool.from_function(
+    func=ask_human_sync,
+    coroutine=ask_human_async,
+    name=ASK_HUMAN,
+    description=ASK_HUMAN_DESCRIPTION,
+)
+
+
+class ApprovalMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
+    """Every tool call (or those named in `tools_gated`) through approvalbot first; adds
+    `ask_human` to the agent's tools and answers it through the same run."""
+
+    def __init__(
+        self,
+        *,
+        url: str | None = None,
+        token: str | None = None,
+        workspace: str | None = None,
+        profile: str | None = None,
+        wait: float | None = None,
+        tools_gated: Iterable[str] | None = None,
+    ) -> None:
+        super().__init__()
+        target = find_target(url=url, token=token, workspace=workspace, profile=profile, wait=wait)
+        self.gate = gate_for(target, TITLE)
+        self.gated = None if tools_gated is None else frozenset(tools_gated)
+        self.tools = [ask_human]
+
+    def run_id(self, thread_id: str | None = None) -> str | None:
+        """The approvalbot run of a thread, once its first call declared it."""
+        return self.gate.run_id(thread_id)
+
+    def _gates(self, name: str) -> bool:
+        return self.gated is None or name in self.gated
+
+    # the sync path (`invoke`, `stream`) -------------------------------------------------------
+    def wrap_tool_call(
+        self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], ToolResult]
+    ) -> ToolResult:
+        call = request.tool_call
+        thread = thread_of(request.runtime)
+        if call["name"] == ASK_HUMAN:
+            prompt, options, multi = question_args(call["args"])
+            answer = self.gate.ask_sync(
+                thread, prompt, options, multi, call_id=call.get("id"), title=run_title(thread)
+            )
+            return answer_message(request, answer)
+        if not self._gates(call["name"]):
+            return handler(request)
+        outcome = self.gate.decide_sync(
+            thread, call["name"], call["args"], call_id=call.get("id"), title=run_title(thread)
+        )
+        return handler(granted(request, outcome)) if outcome.allowed else refused(request, outcome)
+
+    # the async path (`ainvoke`, `astream`) ----------------------------------------------------
+    async def awrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], Awaitable[ToolResult]],
+    ) -> ToolResult:
+        call = request.tool_call
+        thread = thread_of(request.runtime)
+        if call["name"] == ASK_HUMAN:
+            prompt, options, multi = question_args(call["args"])
+            answer = await self.gate.ask(
+                thread, prompt, options, multi, call_id=call.get("id"), title=run_title(thread)
+            )
+            return answer_message(request, answer)
+        if not self._gates(call["name"]):
+            return await handler(request)
+        outcome = await self.gate.decide(
+            thread, call["name"], call["args"], call_id=call.get("id"), title=run_title(thread)
+        )
+        if not outcome.allowed:
+            return refused(request, outcome)
+        return await handler(granted(request, outcome))
+
+
+def question_args(args: dict[str, Any]) -> tuple[str, list[str] | None, bool]:
+    options = args.get("options")
+    return (
+        str(args.get("prompt", "")),
+        [str(o) for o in options] if isinstance(options, list) else None,
+        bool(args.get("multi", False)),
+    )
+
+
+def granted(request: ToolCallRequest, outcome: Outcome) -> ToolCallRequest:
+    """The request to run: with the person's edited input when they edited it."""
+    if not outcome.edited or not isinstance(outcome.tool_input, dict):
+        return request
+    return request.override(tool_call={**request.tool_call, "args": outcome.tool_input})
+
+
+def refused(request: ToolCallRequest, outcome: Outcome) -> ToolMessage:
+    """The tool's result when it did not run: the model reads why."""
+    call = request.tool_call
+    return ToolMessage(
+        content=outcome.message, name=call["name"], tool_call_id=call.get("id"), status="error"
+    )
+
+
+def answer_message(request: ToolCallRequest, answer: Answer) -> ToolMessage:
+    call = request.tool_call
+    return ToolMessage(
+        content=answer.text,
+        name=call["name"],
+        tool_call_id=call.get("id"),
+        status="success" if answer.ok else "error",
+    )
