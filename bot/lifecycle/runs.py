@@ -130,9 +130,12 @@ class Runs(Recording):
                 error = {"code": errors.RUN_STOPPED, "detail": f"run {action} by {principal.name}"}
                 ending = Ending("cancelled", now, principal.name, via, error=error)
                 await self._end(tx, run, task, ending, "cancelled", principal)
-            data = {"by": principal.name, "via": via, "action": action}
+            # The kind tells a member from an application that shares its name.
+            kind = {"principal_kind": principal.kind}
+            data = {"by": principal.name, "via": via, "action": action} | kind
             await tx.add_events([NewEvent(run.id, "run_stopped", data)], now)
-            await tx.add_log([log_entry(run, None, f"run_{action}", principal, via, at=now)])
+            entry = log_entry(run, None, f"run_{action}", principal, via, kind, at=now)
+            await tx.add_log([entry])
             run = replace(run, state="stopped")  # never change the remembered declaration
         self.after_commit(run, outbox=bool(self.channels))
         return run
