@@ -168,12 +168,13 @@ class SqlStore:
     async def ask_counts(self, workspace_id: str) -> list[tuple[str, int, datetime]]:
         newest = sa.func.max(TASK.c.created_at)
         stmt = (
-            sa.select(TASK.c.run_id, sa.func.count(), newest)
+            sa.select(TASK.c.run_id, sa.func.count().label("n"), newest.label("newest"))
             .where(self._resting_on_a_person(workspace_id))
             .group_by(TASK.c.run_id)
             .order_by(newest.desc(), TASK.c.run_id)
         )
-        return [(str(r[0]), int(r[1]), cv.dt(float(r[2]))) for r in await self._rows(stmt)]
+        rows = await self._rows(stmt)  # mappings: by name
+        return [(str(r["run_id"]), int(r["n"]), cv.dt(float(r["newest"]))) for r in rows]
 
     async def executor_inbox(self, executor_id: str) -> list[Task]:
         stmt = (
