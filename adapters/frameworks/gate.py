@@ -393,3 +393,13 @@ def gate_for(target: Target, title: str) -> Gate:
         if found is None:
             found = _gates[(target, title)] = Gate(target, title)
         return found
+
+
+def close_gates() -> None:
+    """Close every gate (their clients and loops); the next call opens a new one. For a
+    process that is done with its agents, and for tests."""
+    with _gates_lock:
+        found = list(_gates.values())
+        _gates.clear()
+    for gate in found:
+        gate.close()
