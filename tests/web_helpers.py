@@ -11,9 +11,11 @@ import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 import aiohttp
+import sqlalchemy as sa
 from aiohttp import web
 
 from adapters.http.app import build_app
@@ -21,6 +23,8 @@ from bot.config import Settings
 from bot.core import Core
 from bot.domain import Task
 from bot.service import CallSpec, RunSpec
+from store import convert
+from store.sql import TASK, TIMER, SqlStore
 from tests.conftest import World
 
 _CSRF = re.compile(r'name="csrf" value="([^"]+)"')
@@ -105,3 +109,50 @@ async def append(world: World, run_id: str, tool: str, tool_input: Any, **fields
     spec = CallSpec(tool_name=tool, tool_input=tool_input, **fields)
     receipt = await world.core.service.append(world.agent, world.ws, run_id, spec)
     return receipt.task
+
+
+def waiting_task(world: World, run_id: str, i: int, at: datetime) -> Task:
+    """A parked call as an agent in a loop makes them: a shell command with its profile."""
+    return Task(
+        id=f"task_{run_id[-8:]}_{i:08d}",
+        run_id=run_id,
+        workspace_id=world.ws,
+        key=f"call-{i}",
+        kind="tool_call",
+        origin="model",
+        tool_name="bash",
+        tool="bash",
+        tool_input={"command": f"curl -fsS -X POST https://api.example.com/v1/items/{i}/rebuild"},
+        state="needs_approval",
+        created_at=at,
+        effect_profile={"summary": f"rebuild item {i}", "effects": ["network", "writes"]},
+        deadline=at + timedelta(hours=24),
+        why="no rule allows bash in ask mode",
+        appended_by="agent",
+    )
+
+
+async def bulk_park(world: World, runs: int, per_run: int) -> list[str]:
+    """`runs` runs with `per_run` decisions waiting in each, written straight into the store in
+    a few statements (thousands of appends through HTTP would take minutes); newest run last.
+    Each park has its deadline timer, as an append leaves it."""
+    store = world.core.store
+    assert isinstance(store, SqlStore)
+    run_ids = [await declare(world, title=f"batch job {r}") for r in range(runs)]
+    start = world.clock.now()
+    tasks, timers = [], []
+    for r, run_id in enumerate(run_ids):
+        for i in range(per_run):
+            task = waiting_task(world, run_id, i, start + timedelta(seconds=r * per_run + i))
+            assert task.deadline is not None
+            tasks.append(convert.task_values(task))
+            timers.append(
+                {"id": f"{task.id}:deadline", "task_id": task.id, "run_id": run_id,
+                 "kind": "deadline", "seq": 0, "due_at": task.deadline.timestamp(), "done": False}
+            )  # fmt: skip
+    async with store.write() as tx:
+        for at in range(0, len(tasks), 2000):
+            await tx.conn.execute(sa.insert(TASK), tasks[at : at + 2000])
+            await tx.conn.execute(sa.insert(TIMER), timers[at : at + 2000])
+    await world.clock.advance(runs * per_run + 60)
+    return run_ids

@@ -19,6 +19,17 @@ from bot.ports import WebSessions
 from store.sessions import SqlSessions
 from store.sql import SqlStore
 
+_FAVICON = (STATIC / "favicon.ico").read_bytes()
+
+
+async def favicon(request: web.Request) -> web.Response:
+    """`/favicon.ico`, which browsers ask for whatever the page links (pages link the SVG)."""
+    return web.Response(
+        body=_FAVICON,
+        content_type="image/x-icon",
+        headers={"Cache-Control": "public, max-age=86400"},
+    )
+
 
 async def _stop_streams(app: web.Application) -> None:
     app[WEB].stopping.set()
@@ -63,7 +74,9 @@ def setup_web(
     secure = settings.server.public_url.startswith("https://")
     signer = Signer(core.service.secret)
     sessions = sessions or _sessions_of(core)
-    app[WEB] = WebState(core, settings, make_env(), signer, secure, sessions)
+    env = make_env()
+    env.globals["ago"] = queue.ago  # relative times: "4 min ago", the absolute one on hover
+    app[WEB] = WebState(core, settings, env, signer, secure, sessions)
     app.middlewares.append(web_errors)
     app.on_shutdown.append(_stop_streams)
     app.on_response_prepare.append(security_headers)
@@ -84,6 +97,7 @@ def setup_web(
     add.add_get("/history/log.json", exports.export_json)
     add.add_get("/web/inbox", queue.inbox_fragment)
     add.add_get("/web/stream", stream.stream)
+    add.add_get("/favicon.ico", favicon)
     app.router.add_static("/web/static", STATIC)
 
 

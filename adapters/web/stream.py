@@ -2,9 +2,12 @@
 
 It waits on the workspace's gate in the event hub (taken *before* reading, so nothing slips
 between the read and the wait), and re-reads at least every two seconds so writers in another
-process sharing a SQLite file are seen too. An `inbox` event carries the ids of every decision
-still open; the script swaps in the inbox fragment, or reloads a decision page whose decision
-ended elsewhere.
+process sharing a SQLite file are seen too. An `inbox` event carries the real total (`count`),
+a `version` that changes whenever anything resting on people does, and the newest decisions'
+ids (`keys`, at most `queue.NEWEST_KEYS`): two small queries and a small event even with
+thousands waiting. The script swaps in the inbox fragment when the version moves. A decision's
+page opens the feed with `?watch=<run_id>/<key>`; its events then say whether that decision
+still waits (`watched`), and the page reloads to show how it ended.
 """
 
 from __future__ import annotations
@@ -13,7 +16,10 @@ import json
 
 from aiohttp import web
 
-from adapters.web.context import member_of, start_stream, state, still_signed_in
+from adapters.web.context import member_of, start_stream, state, still_signed_in, storable
+from adapters.web.queue import inbox_version
+from bot.core import Core
+from bot.domain import Principal
 from bot.events import EventHub, workspace_topic
 
 # Re-read at least this often without a wake-up: other processes writing the same SQLite file
@@ -21,6 +27,14 @@ from bot.events import EventHub, workspace_topic
 RECHECK_SECONDS = 2.0
 RECHECK_SECONDS_POSTGRES = 15.0
 HEARTBEAT_SECONDS = 15.0  # a comment line now and then finds connections that went away
+
+
+async def _still_waits(core: Core, member: Principal, watch: str) -> bool:
+    """Whether the decision a page watches still waits (another workspace's never does)."""
+    run_id, _, key = watch.partition("/")
+    async with core.store.read() as tx:
+        task = await tx.get_task(run_id, key)
+    return task is not None and task.workspace_id == member.workspace_id and task.parked
 
 
 def sse(event: str, data: object) -> bytes:
@@ -42,7 +56,10 @@ async def stream(request: web.Request) -> web.StreamResponse:
     )
     await start_stream(request, response)
     await response.write(b"retry: 2000\n\n")
-    last: list[str] | None = None
+    watch = request.query.get("watch", "")
+    if not storable(watch, 500) or "/" not in watch:
+        watch = ""
+    last: tuple[str, bool] | None = None
     quiet = 0.0
     recheck = (
         RECHECK_SECONDS_POSTGRES if getattr(core.store, "postgres", False) else RECHECK_SECONDS
@@ -50,12 +67,19 @@ async def stream(request: web.Request) -> web.StreamResponse:
     try:
         while not web_state.stopping.is_set() and await still_signed_in(request):
             gate = core.hub.gate(workspace_topic(member.workspace_id))
-            tasks = await core.service.asks(member, member.workspace_id)
-            keys = [f"{t.run_id}/{t.key}" for t in tasks]
-            if keys != last:
-                data = {"keys": keys, "count": len(keys), "now": core.clock.now().isoformat()}
+            version, count, keys = await inbox_version(core.service, member)
+            watched = bool(watch) and await _still_waits(core, member, watch)
+            if (version, watched) != last:
+                data: dict[str, object] = {
+                    "keys": keys,
+                    "count": count,
+                    "version": version,
+                    "now": core.clock.now().isoformat(),
+                }
+                if watch:
+                    data["watched"] = watched
                 await response.write(sse("inbox", data))
-                last, quiet = keys, 0.0
+                last, quiet = (version, watched), 0.0
             elif quiet >= HEARTBEAT_SECONDS:
                 await response.write(b": keep-alive\n\n")
                 quiet = 0.0

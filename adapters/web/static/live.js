@@ -1,5 +1,6 @@
-// approvalbot: live updates. The page works without this; with it, the inbox follows the
-// service (an SSE feed), and deadlines count down.
+// approvalbot: live updates and the keyboard. The page works without this; with it, the inbox
+// follows the service (an SSE feed), times count, the tab's title counts what waits, and the
+// queue can be worked from the keyboard (press ? on the inbox).
 (function () {
   "use strict";
   var body = document.body;
@@ -15,6 +16,11 @@
     return sec + " s";
   }
 
+  function ago(ms) {
+    if (ms < 10000) return "just now";
+    return duration(ms).split(" ").slice(0, 2).join(" ") + " ago";
+  }
+
   function tick() {
     var now = Date.now() + offset;
     document.querySelectorAll("[data-deadline]").forEach(function (el) {
@@ -22,28 +28,77 @@
       el.textContent = left > 0 ? "expires in " + duration(left) : "expiring now";
       el.classList.toggle("soon", left < 10 * 60 * 1000);
     });
+    document.querySelectorAll("time.ago[datetime]").forEach(function (el) {
+      var text = ago(now - Date.parse(el.getAttribute("datetime")));
+      if (el.textContent !== text) el.textContent = text;
+    });
   }
   tick();
   setInterval(tick, 1000);
 
-  if (!body.dataset.stream || !window.EventSource) return;
-
-  function keysOf(list) {
-    try { return JSON.parse(list.dataset.keys || "[]"); } catch (e) { return []; }
+  // The tab's title counts what waits for this person: "(3) Inbox · approvalbot".
+  var baseTitle = document.title.replace(/^\(\d+\) /, "");
+  function showCount(count) {
+    document.title = (count ? "(" + count + ") " : "") + baseTitle;
+    var badge = document.getElementById("inbox-count");
+    if (badge) badge.textContent = count ? String(count) : "";
   }
 
-  // Swap the list for the server's, keeping cards that stay (and what is typed into them).
-  function morph(list, fresh) {
-    var keep = {};
-    list.querySelectorAll("article[data-id]").forEach(function (el) { keep[el.dataset.id] = el; });
-    var next = [];
-    fresh.childNodes.forEach(function (node) {
-      if (node.nodeType !== 1) return;
-      var id = node.dataset && node.dataset.id;
-      next.push(id && keep[id] ? keep[id] : node);
+  // Desktop notifications: off until the person turns them on with the button (the browser
+  // asks for permission on that click only).
+  var NOTIFY = "approvalbot.notify";
+  var notifyButton = document.getElementById("notify-button");
+  function notifyOn() {
+    return window.Notification && Notification.permission === "granted" &&
+      localStorage.getItem(NOTIFY) === "1";
+  }
+  function labelNotify() {
+    if (!notifyButton) return;
+    notifyButton.hidden = !window.Notification || Notification.permission === "denied";
+    notifyButton.textContent = notifyOn() ? "Desktop notifications: on (turn off)"
+      : "Notify me of new decisions";
+    notifyButton.setAttribute("aria-pressed", notifyOn() ? "true" : "false");
+  }
+  if (notifyButton && window.Notification) {
+    notifyButton.addEventListener("click", function () {
+      if (notifyOn()) { localStorage.removeItem(NOTIFY); labelNotify(); return; }
+      Notification.requestPermission().then(function (permission) {
+        if (permission === "granted") localStorage.setItem(NOTIFY, "1");
+        labelNotify();
+      });
     });
-    list.replaceChildren.apply(list, next);
-    list.dataset.keys = fresh.dataset.keys;
+  }
+  labelNotify();
+
+  keyboard();
+
+  if (!body.dataset.stream || !window.EventSource) return;
+
+  // Swap the list for the server's, keeping cards that stay (and what is typed into them),
+  // the groups a person folded, and the keyboard's place.
+  function morph(list, fresh) {
+    var keep = {}, folded = {};
+    list.querySelectorAll("article[data-id]").forEach(function (el) { keep[el.dataset.id] = el; });
+    list.querySelectorAll("details.group[data-run]").forEach(function (el) {
+      if (!el.open) folded[el.dataset.run] = true;
+    });
+    var active = document.activeElement;
+    var place = cards().indexOf(current());
+    fresh.querySelectorAll("article[data-id]").forEach(function (node) {
+      var old = keep[node.dataset.id];
+      if (old) node.replaceWith(old);
+    });
+    fresh.querySelectorAll("details.group[data-run]").forEach(function (el) {
+      if (folded[el.dataset.run]) el.open = false;
+    });
+    list.replaceChildren.apply(list, Array.prototype.slice.call(fresh.childNodes));
+    ["keys", "version", "total"].forEach(function (name) { list.dataset[name] = fresh.dataset[name]; });
+    if (active && active !== document.activeElement && document.contains(active)) {
+      active.focus({ preventScroll: true });
+    } else if (place >= 0 && !current()) {
+      var now = cards();
+      if (now.length) select(now[Math.min(place, now.length - 1)], false);
+    }
   }
 
   var busy = false, again = false;
@@ -52,7 +107,7 @@
     if (!list) return;
     if (busy) { again = true; return; }
     busy = true;
-    fetch("/web/inbox", { credentials: "same-origin", headers: { Accept: "text/html" } })
+    fetch("/web/inbox" + location.search, { credentials: "same-origin", headers: { Accept: "text/html" } })
       .then(function (r) { return r.ok ? r.text() : Promise.reject(r.status); })
       .then(function (html) {
         var box = document.createElement("div");
@@ -60,28 +115,158 @@
         var fresh = box.querySelector("#inbox-list");
         if (fresh) morph(list, fresh);
         var total = document.getElementById("inbox-total");
-        if (total) total.textContent = "(" + keysOf(list).length + ")";
+        if (total) total.textContent = "(" + list.dataset.total + ")";
         tick();
       })
       .catch(function () { /* the next event tries again */ })
       .then(function () { busy = false; if (again) { again = false; refresh(); } });
   }
 
-  var source = new EventSource(body.dataset.stream);
+  var seen = null, lastCount = null;
+  function announce(data) {
+    var fresh = data.keys.filter(function (k) { return !seen[k]; });
+    data.keys.forEach(function (k) { seen[k] = true; });
+    if (!fresh.length || lastCount === null || data.count <= lastCount) return;
+    if (!notifyOn() || document.visibilityState === "visible") return;
+    var n = new Notification("approvalbot: " + data.count + " waiting", {
+      body: fresh.length === 1 ? "A new decision waits for you." : fresh.length + " new decisions wait for you.",
+      tag: "approvalbot-inbox",
+    });
+    n.onclick = function () { window.focus(); n.close(); };
+  }
+
+  var watch = body.dataset.watch;
+  var url = body.dataset.stream + (watch ? "?watch=" + encodeURIComponent(watch) : "");
+  var source = new EventSource(url);
   source.addEventListener("open", function () { body.dataset.live = "1"; });
   source.addEventListener("error", function () { body.dataset.live = "0"; });
   source.addEventListener("inbox", function (event) {
     var data = JSON.parse(event.data);
     body.dataset.live = "1";
     if (data.now) offset = Date.parse(data.now) - Date.now();
-    var count = document.getElementById("inbox-count");
-    if (count) count.textContent = data.count ? String(data.count) : "";
+    showCount(data.count);
+    if (seen === null) {
+      seen = {};
+      data.keys.forEach(function (k) { seen[k] = true; });
+    } else {
+      announce(data);
+    }
+    lastCount = data.count;
     var list = document.getElementById("inbox-list");
-    if (list && JSON.stringify(keysOf(list)) !== JSON.stringify(data.keys)) refresh();
-    var watch = body.dataset.watch;
-    if (watch && data.keys.indexOf(watch) < 0) {
+    if (list && list.dataset.version !== data.version) refresh();
+    if (body.dataset.watch && data.watched === false) {
       delete body.dataset.watch;
       location.reload(); // this decision ended elsewhere: show how
     }
   });
+
+  // The keyboard ------------------------------------------------------------------------------
+  function cards() {
+    return Array.prototype.filter.call(
+      document.querySelectorAll("main article.card[data-id]"),
+      function (el) { return el.offsetParent !== null; } // not in a folded group
+    );
+  }
+  function current() {
+    var el = document.querySelector("main article.card.current");
+    return el && document.contains(el) ? el : null;
+  }
+  function select(el, scroll) {
+    var was = current();
+    if (was) was.classList.remove("current");
+    el.classList.add("current");
+    el.focus({ preventScroll: true });
+    if (scroll !== false) el.scrollIntoView({ block: "nearest" });
+  }
+
+  function keyboard() {
+    var all = cards();
+    if (!all.length && !document.getElementById("inbox-list")) return;
+    if (window.matchMedia && matchMedia("(pointer: fine)").matches) body.dataset.keys = "1";
+    var help = document.getElementById("keys-help");
+    var helpButton = document.getElementById("keys-button");
+    function toggleHelp(show) {
+      if (!help) return;
+      help.hidden = show === undefined ? !help.hidden : !show;
+      if (helpButton) helpButton.setAttribute("aria-expanded", help.hidden ? "false" : "true");
+    }
+    if (helpButton) {
+      helpButton.hidden = false;
+      helpButton.addEventListener("click", function () { toggleHelp(); });
+    }
+    // After a decision made by key the page comes back here: carry on where the person was.
+    var place = sessionStorage.getItem("approvalbot.place");
+    if (place !== null) {
+      sessionStorage.removeItem("approvalbot.place");
+      if (all.length) select(all[Math.min(Number(place) || 0, all.length - 1)]);
+    }
+
+    function typing(el) {
+      if (!el || !el.tagName) return false;
+      if (el.isContentEditable) return true;
+      var tag = el.tagName.toLowerCase();
+      if (tag === "textarea" || tag === "select") return true;
+      return tag === "input" && !/^(checkbox|radio|button|submit|reset)$/i.test(el.type);
+    }
+    function target() {
+      var el = current();
+      if (el) return el;
+      var list = cards();
+      return list.length === 1 ? list[0] : null;
+    }
+    function remember(el) {
+      sessionStorage.setItem("approvalbot.place", String(Math.max(0, cards().indexOf(el))));
+    }
+    function press(el, button) {
+      if (!button) return false;
+      remember(el);
+      button.click();
+      return true;
+    }
+
+    document.addEventListener("keydown", function (event) {
+      if (event.ctrlKey || event.metaKey || event.altKey || event.defaultPrevented) return;
+      if (event.key === "Escape") {
+        if (typing(event.target)) {
+          var holder = event.target.closest("article.card");
+          if (holder) { event.preventDefault(); select(holder); }
+        } else if (help && !help.hidden) {
+          toggleHelp(false);
+        }
+        return;
+      }
+      if (typing(event.target)) return; // never steal what is typed into a field
+      var list = cards(), el = current(), handled = true;
+      if (event.key === "j" || event.key === "k") {
+        if (!list.length) return;
+        var at = list.indexOf(el);
+        var next = event.key === "j" ? (at < 0 ? 0 : Math.min(at + 1, list.length - 1))
+          : (at < 0 ? 0 : Math.max(at - 1, 0));
+        select(list[next]);
+      } else if (event.key === "?") {
+        toggleHelp();
+      } else if (event.key === "a") {
+        el = target();
+        handled = !!el && press(el, el.querySelector("form.approve button.approve"));
+      } else if (event.key === "d") {
+        el = target();
+        var reason = el && el.querySelector('form.deny input[name="reason"]');
+        if (reason) { select(el, false); remember(el); reason.focus(); } else { handled = false; }
+      } else if (/^[1-9]$/.test(event.key)) {
+        el = target();
+        var n = Number(event.key) - 1;
+        var option = el && el.querySelectorAll("form.options button.option")[n];
+        var box = el && el.querySelectorAll('form.multi input[type="checkbox"]')[n];
+        if (option) handled = press(el, option);
+        else if (box) box.click();
+        else handled = false;
+      } else if (event.key === "Enter" && event.target === el && el) {
+        var link = el.querySelector("a.full-view");
+        if (link) link.click(); else handled = false;
+      } else {
+        handled = false;
+      }
+      if (handled) event.preventDefault();
+    });
+  }
 })();

@@ -1,0 +1,306 @@
+"""The inbox as a queue worth keeping open, in a real headless Chromium (Debian's `chromium`,
+driven by playwright): grouped by run, relative times, the keyboard alone clearing a queue, the
+phone layout, the favicon, accessibility (axe-core), the tab's title counting new parks."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from axe_playwright_python.async_playwright import Axe
+from playwright.async_api import Browser, Page, async_playwright
+
+from adapters.web import queue
+from bot import logins
+from bot.cli.demo import CALLS, DEMO_PROFILE, QUESTIONS, slug
+from bot.service import CallSpec, RunSpec
+from tests.conftest import World, make_store, make_world
+from tests.web_helpers import Site, append, declare, site
+
+CHROMIUM = os.environ.get("APPROVALBOT_CHROMIUM", "/usr/bin/chromium")
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+LIVE = 5_000  # ms: "within a second" with room for a loaded machine
+PHONE = {"width": 390, "height": 844}
+
+pytestmark = [
+    pytest.mark.asyncio(loop_scope="module"),
+    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} missing"),
+]
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def browser() -> AsyncIterator[Browser]:
+    async with async_playwright() as p:
+        launched = await p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield launched
+        await launched.close()
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def served(tmp_path: Path) -> AsyncIterator[Site]:
+    store, _ = await make_store("sqlite", tmp_path)
+    world = await make_world(store)
+    async with site(world) as s:
+        yield s
+    await store.close()
+
+
+async def signed_in(browser: Browser, s: Site, **options: Any) -> Page:
+    """A fresh browser context signed in as alice through a one-time link, on the inbox, live."""
+    context = await browser.new_context(**options)
+    page = await context.new_page()
+    token = await logins.issue(s.core.store, s.core.clock, s.world.alice)
+    await page.goto(f"{s.url}/login/{token}")
+    await page.wait_for_selector('body[data-live="1"]', timeout=LIVE)
+    return page
+
+
+async def demo_inbox(world: World) -> tuple[str, str]:
+    """The inbox the README shows: the demo agent's calls and questions, in one run."""
+    spec = RunSpec(
+        approval_mode=DEMO_PROFILE["approval_mode"],
+        approval_rules=DEMO_PROFILE["approval_rules"],
+        aliases=DEMO_PROFILE["aliases"],
+        title="demo: prepare the shop 1.4.0 release",
+    )
+    run = await world.core.service.declare_run(world.agent, world.ws, spec)
+    parked = []
+    for call in CALLS:
+        receipt = await world.core.service.append(
+            world.agent,
+            world.ws,
+            run.id,
+            CallSpec(call.tool, call.input, key=call.key, effect_profile=call.profile),
+        )
+        if receipt.task.parked:
+            parked.append(receipt.task.key)
+        await world.clock.advance(7)
+    for question in QUESTIONS:
+        ask = CallSpec("ask", question, key=slug(str(question["prompt"])))
+        await world.core.service.append(world.agent, world.ws, run.id, ask)
+        await world.clock.advance(5)
+    return run.id, parked[0]
+
+
+async def test_cards_are_grouped_by_run_with_show_more_and_relative_times(
+    browser: Browser, served: Site
+) -> None:
+    world = served.world
+    busy = await declare(world, title="migrate the database")
+    for n in range(5):
+        await append(world, busy, "bash", {"command": f"psql -f step{n}.sql"})
+        await world.clock.advance(60)
+    quiet = await declare(world, title="tidy the docs")
+    await append(world, quiet, "bash", {"command": "rm -r docs/old"})
+    await world.clock.advance(300)
+    page = await signed_in(browser, served)
+
+    groups = page.locator("details.group")
+    assert await groups.count() == 2
+    newest, older = groups.nth(0), groups.nth(1)
+    assert "tidy the docs" in await newest.locator("summary").inner_text()
+    summary = " ".join((await older.locator("summary").inner_text()).split())
+    assert summary.startswith("migrate the database 5 waiting from agent")
+    assert await older.locator("article.card").count() == queue.CARDS_PER_GROUP
+    # The run and the sender are said once, on the group, not on every card.
+    assert await older.locator("article.card .meta").count() == 0
+    assert await older.locator("article.card .from").count() == 0
+
+    # Relative time shown, the absolute one on hover, the machine one in datetime.
+    stamp = newest.locator("article.card time.ago")
+    assert await stamp.inner_text() == "5 min ago"
+    assert re.fullmatch(
+        r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", await stamp.get_attribute("title") or ""
+    )
+    assert (await stamp.get_attribute("datetime") or "").endswith("+00:00")
+
+    # Groups fold, and "show N more" opens the run's whole queue.
+    await older.locator("summary").click()
+    assert not await older.locator("article.card").first.is_visible()
+    await older.locator("summary").click()
+    await older.get_by_role("link", name="Show 2 more").click()
+    await page.wait_for_url(re.compile(r"/inbox\?run="))
+    assert await page.locator("article.card").count() == 5
+    assert "(6)" in await page.inner_text("#inbox-total")  # still the whole inbox's count
+    await page.context.close()
+
+
+async def _act_on_current(page: Page, world: World) -> str:
+    """Decide the card the keyboard is on, by keys only; what was done."""
+    current = page.locator("article.card.current")
+    await current.wait_for(timeout=LIVE)
+    text = await current.inner_text()
+    async with page.expect_navigation():
+        if "Which region" in text:
+            await page.keyboard.press("1")
+            done = "answered"
+        elif "git push --force" in text:
+            await page.keyboard.press("d")
+            focused = await page.evaluate("document.activeElement.getAttribute('name')")
+            assert focused == "reason", "d focuses the reason box"
+            # Letters the page uses as keys go into the box, not to the page.
+            await page.keyboard.type("ask me again after the freeze, just a day")
+            await page.keyboard.press("Enter")
+            done = "denied"
+        else:
+            await page.keyboard.press("a")
+            done = "approved"
+    await page.wait_for_selector('body[data-live="1"]', timeout=LIVE)
+    return done
+
+
+async def test_the_keyboard_alone_clears_a_queue_of_ten(browser: Browser, served: Site) -> None:
+    world = served.world
+    run_id = await declare(world, title="release 2.0")
+    keys = []
+    for n in range(7):
+        task = await append(world, run_id, "bash", {"command": f"make step-{n}"})
+        keys.append(task.key)
+        await world.clock.advance(1)
+    force = await append(world, run_id, "bash", {"command": "git push --force origin main"})
+    await world.clock.advance(1)
+    other = await declare(world, title="deploy the shop")
+    question = {"prompt": "Which region first?", "options": ["eu-west", "us-east"]}
+    asked = await append(world, other, "ask", question)
+    await world.clock.advance(1)
+    keys.append((await append(world, other, "bash", {"command": "kubectl apply -f shop.yaml"})).key)
+    page = await signed_in(browser, served)
+
+    assert await page.locator("article.card.current").count() == 0
+    await page.keyboard.press("j")
+    await page.keyboard.press("k")  # k at the top stays at the top
+    done = []
+    for _ in range(10):
+        done.append(await _act_on_current(page, world))
+    assert sorted(done) == ["answered"] + ["approved"] * 8 + ["denied"]
+    assert "Nothing is waiting for you" in await page.inner_text("#inbox-list")
+
+    service = world.core.service
+    for run, key in [(run_id, k) for k in keys[:7]] + [(other, keys[7])]:
+        ended = await service.get_task(world.agent, world.ws, run, key)
+        assert (ended.state, ended.resolved_by, ended.via) == ("granted", "alice", "web")
+    denied = await service.get_task(world.agent, world.ws, run_id, force.key)
+    assert denied.state == "failed"
+    assert denied.error == {
+        "code": "approval_denied",
+        "detail": "ask me again after the freeze, just a day",
+    }
+    answered = await service.get_task(world.agent, world.ws, other, asked.key)
+    assert answered.state == "resolved" and answered.resolution == {"content": "eu-west"}
+    await page.context.close()
+
+
+async def test_help_and_keys_typed_into_fields_stay_there(browser: Browser, served: Site) -> None:
+    world = served.world
+    run_id = await declare(world)
+    task = await append(world, run_id, "bash", {"command": "make deploy"})
+    page = await signed_in(browser, served)
+    assert await page.locator("#keys-help").is_hidden()
+    await page.keyboard.press("?")
+    assert await page.locator("#keys-help").is_visible()
+    assert "deny" in await page.inner_text("#keys-help")
+    await page.keyboard.press("Escape")
+    assert await page.locator("#keys-help").is_hidden()
+
+    await page.locator('input[name="reason"]').click()
+    await page.keyboard.type("a j k d 1 ?")
+    assert await page.locator('input[name="reason"]').input_value() == "a j k d 1 ?"
+    assert await page.locator("#keys-help").is_hidden()
+    await page.keyboard.press("Escape")  # back to the card, the box keeps its text
+    assert await page.evaluate("document.activeElement.dataset.id") == f"{run_id}/{task.key}"
+    still = await world.core.service.get_task(world.agent, world.ws, run_id, task.key)
+    assert still.parked
+    await page.context.close()
+
+
+async def test_on_a_phone_who_is_signed_in_shows_and_nothing_scrolls_sideways(
+    browser: Browser, served: Site
+) -> None:
+    run_id, edit_key = await demo_inbox(served.world)
+    page = await signed_in(browser, served, viewport=PHONE, is_mobile=True, has_touch=True)
+    for path in ("/inbox", f"/decisions/{run_id}/{edit_key}"):
+        await page.goto(served.url + path)
+        me = page.locator("header.top .me")
+        assert await me.is_visible(), path
+        assert "alice" in await me.inner_text()
+        box = await me.bounding_box()
+        assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= PHONE["width"]
+        width = await page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+        assert width[0] <= width[1], (path, width)
+    await page.context.close()
+
+
+async def test_the_favicon_is_there_for_every_page(browser: Browser, served: Site) -> None:
+    page = await signed_in(browser, served)
+    answer = await page.request.get(f"{served.url}/favicon.ico")
+    assert answer.status == 200 and answer.headers["content-type"] == "image/x-icon"
+    href = await page.locator('link[rel="icon"]').get_attribute("href")
+    assert href is not None
+    linked = await page.request.get(served.url + href)
+    assert linked.status == 200 and linked.headers["content-type"] == "image/svg+xml"
+    await page.context.close()
+
+
+def _serious(results: Any) -> list[str]:
+    return [
+        f"{v['id']} ({v['impact']}): {[n['target'] for n in v['nodes']][:3]}"
+        for v in results.response["violations"]
+        if v["impact"] in ("serious", "critical")
+    ]
+
+
+async def test_axe_finds_no_serious_violations_on_the_inbox_and_a_decision(
+    browser: Browser, served: Site
+) -> None:
+    run_id, edit_key = await demo_inbox(served.world)
+    axe = Axe()
+    for scheme in ("light", "dark"):
+        page = await signed_in(browser, served, color_scheme=scheme)
+        await page.keyboard.press("j")  # the keyboard's focus ring is part of the page
+        for path in ("/inbox", f"/decisions/{run_id}/{edit_key}"):
+            if path != "/inbox":
+                await page.goto(served.url + path)
+            found = _serious(await axe.run(page))
+            assert found == [], (scheme, path, found)
+        await page.context.close()
+
+
+async def test_the_tab_title_counts_new_parks(browser: Browser, served: Site) -> None:
+    world = served.world
+    page = await signed_in(browser, served)
+    assert await page.title() == "Inbox · approvalbot"
+    run_id = await declare(world)
+    await append(world, run_id, "bash", {"command": "make one"})
+    await page.wait_for_function("document.title === '(1) Inbox · approvalbot'", timeout=LIVE)
+    await world.clock.advance(1)
+    await append(world, run_id, "bash", {"command": "make two"})
+    await page.wait_for_function("document.title === '(2) Inbox · approvalbot'", timeout=LIVE)
+    assert await page.inner_text("#inbox-count") == "2"
+    # Another page counts too, under its own title.
+    await page.goto(f"{served.url}/runs")
+    await page.wait_for_function("document.title.startsWith('(2) ')", timeout=LIVE)
+
+    # Desktop notifications: only once the person turns them on, by the button.
+    await page.goto(f"{served.url}/inbox")
+    button = page.locator("#notify-button")
+    await button.wait_for(timeout=LIVE)
+    assert await button.get_attribute("aria-pressed") == "false"
+    await page.context.grant_permissions(["notifications"], origin=served.url)
+    await button.click()
+    await page.wait_for_function(
+        "document.getElementById('notify-button').getAttribute('aria-pressed') === 'true'",
+        timeout=LIVE,
+    )
+    await page.context.close()
