@@ -98,7 +98,7 @@ async def test_approve_and_deny_with_a_reason_by_form(world: World) -> None:
         )
         assert (status, location) == (303, "/inbox")
         _, html = await get_text(client, inbox)
-        assert f"{first.key}: approved by you" in html
+        assert "make release: approved by you" in html  # the call's title, never its key
         status, _ = await post_form(
             client,
             f"{s.url}/decisions/{run_id}/{second.key}/deny",
@@ -172,7 +172,7 @@ async def test_a_decision_ended_elsewhere_reads_already_decided(world: World) ->
         assert status == 303 and location == f"/decisions/{run_id}/{task.key}"
         _, html = await get_text(client, page_url)
         assert "already_decided: already approved by bob" in html
-        assert "approved</strong> by bob via telegram" in html
+        assert "approved</span> by bob via telegram" in html
         assert 'action="/decisions' not in html  # no forms on an ended decision
 
 

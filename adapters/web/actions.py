@@ -10,7 +10,7 @@ from typing import NoReturn
 
 from aiohttp import web
 
-from adapters.web import links
+from adapters.web import links, render
 from adapters.web.context import (
     as_datetime,
     checked_form,
@@ -24,11 +24,11 @@ from adapters.web.context import (
 )
 from adapters.web.session import clear_session_cookie, new_session, set_session_cookie
 from bot import logins
+from bot.decisions import ending_word
 from bot.domain import Principal
 from bot.errors import ApprovalError
 from bot.events import workspace_topic
 from bot.ports import WebSession
-from bot.service import ending_word
 
 VIA = "web"
 
@@ -137,9 +137,12 @@ async def decide(request: web.Request) -> web.Response:
             raise web.HTTPNotFound()
     except ApprovalError as error:
         redirect(request, target, f"{error.code}: {error.detail}", "error")
+    # The notice names the call by its title (masked, as the page shows it), never its key.
+    title = render.title_of(render.masked(task))
     if task.parked:  # an approval that needs more reviewers than one
-        redirect(request, target, f"{key}: your approval is recorded; more are needed", "info")
-    redirect(request, target, f"{task.tool} {key}: {ending_word(task)} by you", "ok")
+        redirect(request, target, f"{title}: your approval is recorded; more are needed", "info")
+    word = ending_word(task)
+    redirect(request, target, f"{title}: {word} by you", f"ok outcome-{word}")
 
 
 async def run_action(request: web.Request) -> web.Response:
@@ -162,4 +165,6 @@ async def run_action(request: web.Request) -> web.Response:
             raise web.HTTPNotFound()
     except ApprovalError as error:
         redirect(request, target, f"{error.code}: {error.detail}", "error")
-    redirect(request, target, f"run {run.id}: {action} done, now {run.state}", "ok")
+    done = {"stop": "stopped", "retry": "resumed", "abandon": "abandoned"}[action]
+    tone = "outcome-approved" if action == "retry" else "outcome-cancelled"
+    redirect(request, target, f"{run.title or run.id}: {done} by you", f"ok {tone}")

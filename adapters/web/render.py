@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
+import re
 import shlex
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -27,6 +28,8 @@ _CONTENT_KEYS = ("content", "new_source", "text")
 class Line:
     cls: str  # add, del, hunk, meta, ctx
     text: str
+    old: int | None = None  # the line's number before the change (context and deletions)
+    new: int | None = None  # and after it (context and additions)
 
 
 @dataclass
@@ -82,7 +85,34 @@ def diff_lines(old: str, new: str, path: str) -> list[Line]:
     diff = difflib.unified_diff(
         old.splitlines(), new.splitlines(), f"a/{name}", f"b/{name}", lineterm="", n=3
     )
-    return [Line(_line_class(text), text) for text in diff]
+    return numbered([Line(_line_class(text), text) for text in diff])
+
+
+_HUNK = re.compile(r"^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@")
+
+
+def numbered(lines: list[Line]) -> list[Line]:
+    """Old and new line numbers for a unified diff's lines, counted from each hunk header."""
+    out: list[Line] = []
+    old_no = new_no = 0
+    for line in lines:
+        if line.cls == "hunk":
+            found = _HUNK.match(line.text)
+            if found:
+                old_no, new_no = int(found.group(1)), int(found.group(2))
+            out.append(line)
+        elif line.cls == "add" and new_no:
+            out.append(dataclasses.replace(line, new=new_no))
+            new_no += 1
+        elif line.cls == "del" and old_no:
+            out.append(dataclasses.replace(line, old=old_no))
+            old_no += 1
+        elif line.cls == "ctx" and old_no and new_no:
+            out.append(dataclasses.replace(line, old=old_no, new=new_no))
+            old_no, new_no = old_no + 1, new_no + 1
+        else:
+            out.append(line)
+    return out
 
 
 def _line_class(text: str) -> str:
@@ -145,7 +175,7 @@ def render_call(task: Task) -> CallView:
         for key in ("patch", "diff"):
             value = data.get(key)
             if isinstance(value, str) and value.strip():
-                lines = [Line(_line_class(t), t) for t in value.splitlines()]
+                lines = numbered([Line(_line_class(t), t) for t in value.splitlines()])
                 blocks.append(Block("diff", key, lines=lines))
                 used.add(key)
                 break
@@ -238,6 +268,40 @@ def remaining(deadline: datetime | None, now: datetime) -> str:
 
 def when(value: datetime | None) -> str:
     return value.strftime("%Y-%m-%d %H:%M:%S UTC") if value is not None else ""
+
+
+def ago(value: datetime | None, now: datetime) -> str:
+    """How long ago, as people say it ("3 min ago"); the page shows `when` on hover."""
+    if value is None:
+        return ""
+    if value >= now or (now - value).total_seconds() < 1:
+        return "just now"
+    # The largest unit alone ("2 h ago", not "2 h 14 min ago"): the title has the rest.
+    return " ".join(format_duration(now - value).split(" ")[:2]) + " ago"
+
+
+def title_of(task: Task, limit: int = 80) -> str:
+    """The human summary of a call: a question's prompt, the profile's summary, the command,
+    the file it edits, else the tool. One line, never the key (often a bare hash)."""
+    if task.kind == "ask":
+        text = question(task)[0] or "a question"
+    else:
+        data = task.tool_input if isinstance(task.tool_input, dict) else {}
+        summary = str((task.effect_profile or {}).get("summary") or "")
+        command = next(
+            (c for c in (command_text(data.get(k)) for k in _COMMAND_KEYS) if c is not None), None
+        )
+        path = _path_of(data)
+        if summary:
+            text = summary
+        elif command is not None:
+            text = command
+        elif path:
+            text = f"{task.tool} {path}"
+        else:
+            text = task.tool
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def resolution_text(task: Task) -> str:

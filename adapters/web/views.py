@@ -17,7 +17,7 @@ from typing import Any
 
 from aiohttp import web
 
-from adapters.web import render
+from adapters.web import render, timeline
 from adapters.web.context import (
     error_html,
     member_of,
@@ -27,10 +27,10 @@ from adapters.web.context import (
     require_member,
     state,
 )
-from bot.domain import Event, Principal, Run, Task
+from bot.decisions import ending_word
+from bot.domain import Event, LogRecord, Principal, Run, Task
 from bot.errors import ApprovalError
 from bot.masking import mask_text, mask_value
-from bot.service import ending_word
 
 OUTCOMES = {
     "approved": ("granted",),
@@ -140,13 +140,13 @@ async def decision(request: web.Request) -> web.Response:
     except ApprovalError:
         return not_found(request, "decision")
     history = await core.store.log_entries(member.workspace_id, run_id=run_id, task_key=key)
-    entries = [r.entry for r in history]
-    masked_entries = [dataclasses.replace(e, detail=mask_value(e.detail)) for e in entries]
+    shown = history if reveal else [_masked_record(r) for r in history]
     card = make_card(task, run, request, full=True, reveal=reveal)
+    agent = await _agent_name(request, run)
     rules = [
-        (index, json.dumps(run.approval_rules[index], ensure_ascii=False), index == task.rule_index)
-        for index in task.matched
-        if 0 <= index < len(run.approval_rules)
+        (row, row.index == task.rule_index)
+        for row in timeline.rule_rows(run.approval_rules)
+        if row.index in task.matched
     ]
     return page(
         request,
@@ -154,31 +154,66 @@ async def decision(request: web.Request) -> web.Response:
         {
             "c": card,
             "run": run,
+            "title": render.title_of(card.task),
             "answer": render.resolution_text(card.task),
             "raw_input": json.dumps(card.task.tool_input, indent=2, ensure_ascii=False),
             "rules": rules,
-            "history": entries if reveal else masked_entries,
-            "detail": _compact,
+            "steps": timeline.build(run, [card.task], shown, agent),
             "revealed": reveal,
-            "masks_something": render.masks_something(task) or masked_entries != entries,
+            "masks_something": render.masks_something(task) or shown != history,
+            "ago": render.ago,
         },
     )
 
 
-def _compact(value: Any) -> str:
-    if not value:
-        return ""
-    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+def _masked_record(record: LogRecord) -> LogRecord:
+    entry = dataclasses.replace(record.entry, detail=mask_value(record.entry.detail))
+    return dataclasses.replace(record, entry=entry)
+
+
+async def _agent_name(request: web.Request, run: Run) -> str | None:
+    """The name of the application that declared the run: its entries read "the agent"."""
+    if run.application_id is None:
+        return None
+    async with state(request).core.store.read() as tx:
+        app = await tx.get_application(run.application_id)
+    return app.name if app is not None else None
+
+
+@dataclass
+class RunRow:
+    """One run on the runs list: what tells it apart, how it stands, what waits."""
+
+    run: Run
+    first: Task | None  # its first call or question (as shown: masked)
+    ending: timeline.RunEnding
+    waiting: int
 
 
 async def runs(request: web.Request) -> web.Response:
     member = await require_member(request)
-    core = state(request).core
-    listed = await core.store.runs(member.workspace_id, limit=200)
-    waiting = collections.Counter(
-        t.run_id for t in await core.service.asks(member, member.workspace_id)
+    store = state(request).core.store
+    listed = await store.runs(member.workspace_id, limit=200)
+    ids = [r.id for r in listed]
+    waiting = {run_id: count for run_id, count, _ in await store.ask_counts(member.workspace_id)}
+    endings = await store.run_endings(member.workspace_id, ids, timeline.RUN_ENDINGS)
+    firsts = await store.first_tasks(ids)
+    async with store.read() as tx:
+        apps = {a.id: a.name for a in await tx.list_applications(member.workspace_id)}
+    rows = [
+        RunRow(
+            run=run,
+            first=render.masked(firsts[run.id]) if run.id in firsts else None,
+            ending=timeline.ending_of(run, endings.get(run.id), apps.get(run.application_id or "")),
+            waiting=waiting.get(run.id, 0),
+        )
+        for run in listed
+    ]
+    return page(
+        request,
+        "runs.html",
+        {"rows": rows, "title_of": render.title_of, "ago": render.ago},
     )
-    return page(request, "runs.html", {"runs": listed, "waiting": waiting})
 
 
 async def _feed(request: web.Request, run_id: str) -> tuple[list[Event], int]:
@@ -196,6 +231,21 @@ async def _feed(request: web.Request, run_id: str) -> tuple[list[Event], int]:
     return list(kept), total - len(kept)
 
 
+async def _log(request: web.Request, member: Principal, run_id: str) -> tuple[list[LogRecord], int]:
+    """The run's latest log entries (oldest first) and how many earlier ones were left out."""
+    store = state(request).core.store
+    kept: collections.deque[LogRecord] = collections.deque(maxlen=FEED_LIMIT)
+    after, total = 0, 0
+    while True:
+        batch = await store.log_entries(member.workspace_id, after_id=after, run_id=run_id)
+        kept.extend(batch)
+        total += len(batch)
+        if len(batch) < 1000:
+            break
+        after = batch[-1].id
+    return list(kept), total - len(kept)
+
+
 async def run_page(request: web.Request) -> web.Response:
     member = await require_member(request)
     (run_id,) = path_values(request, "run_id")
@@ -207,32 +257,41 @@ async def run_page(request: web.Request) -> web.Response:
         return not_found(request, "run")
     tasks = await core.store.tasks(member.workspace_id, run_id=run_id, limit=500)
     events, earlier = await _feed(request, run_id)
+    records, earlier_steps = await _log(request, member, run_id)
     masked_tasks = [render.masked(t) for t in tasks]
     masked_events = [render.masked_event(e) for e in events]
-    hides = masked_tasks != tasks or masked_events != events
+    masked_records = [_masked_record(r) for r in records]
+    hides = masked_tasks != tasks or masked_events != events or masked_records != records
+    agent = await _agent_name(request, run)
+    endings = await core.store.run_endings(member.workspace_id, [run_id], timeline.RUN_ENDINGS)
+    shown_tasks = tasks if reveal else masked_tasks
     return page(
         request,
         "run.html",
         {
             "run": run,
-            "rules_json": _rules_text(run.approval_rules),
-            "tasks": tasks if reveal else masked_tasks,
+            "agent": agent,
+            "ending": timeline.ending_of(run, endings.get(run_id), agent),
+            "rules": timeline.rule_rows(run.approval_rules),
+            "steps": timeline.build(run, shown_tasks, records if reveal else masked_records, agent),
+            "earlier_steps": earlier_steps,
+            "waiting": [t for t in shown_tasks if t.parked],
+            "counts": collections.Counter(outcome_word(t) for t in tasks),
             "events": events if reveal else masked_events,
             "earlier": earlier,
-            "word": outcome_word,
             "detail": _compact,
+            "title_of": render.title_of,
             "revealed": reveal,
             "masks_something": hides,
+            "ago": render.ago,
         },
     )
 
 
-def _rules_text(rules: list[dict[str, Any]]) -> str:
-    """One rule a line, numbered by position as the engine counts them."""
-    if not rules:
-        return "[]"
-    lines = [json.dumps(rule, ensure_ascii=False) for rule in rules]
-    return "[\n" + ",\n".join(f"  {text}" for text in lines) + "\n]"
+def _compact(value: Any) -> str:
+    if not value:
+        return ""
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 
 def outcome_word(task: Task) -> str:
@@ -246,9 +305,10 @@ def outcome_word(task: Task) -> str:
 
 def history_filters(request: web.Request) -> dict[str, str]:
     """The filters asked for; one no record could match (a NUL…) is a 422 before any query."""
-    filters = {k: query_value(request, k) for k in ("outcome", "who", "tool", "via")}
+    filters = {k: query_value(request, k) for k in ("outcome", "who", "tool", "via", "q")}
     if filters["outcome"] not in OUTCOMES:
         filters["outcome"] = ""
+    filters["q"] = filters["q"].strip()[:200]
     return filters
 
 
@@ -264,6 +324,7 @@ async def ended_decisions(
         via=filters["via"] or None,
         parked_only=True,
         limit=limit * 2 if outcome in ("denied", "declined") else limit,
+        search=filters.get("q") or None,
     )
     if outcome:
         tasks = [t for t in tasks if ending_word(t) == outcome]
@@ -271,10 +332,15 @@ async def ended_decisions(
     return tasks[:limit]
 
 
-def _summary(task: Task) -> str:
-    if task.kind == "ask":
-        return render.question(task)[0] or "question"
-    return render.profile_view(task.effect_profile).summary or task.tool
+def _note(task: Task) -> str:
+    """What the ending said besides its word: a deny's reason, an answer, why it expired."""
+    if task.resolution:
+        return "answer: " + render.resolution_text(task)
+    error = task.error or {}
+    detail = str(error.get("detail") or "")
+    if task.state == "failed" and detail.startswith("denied by "):
+        return ""  # no reason given: the who column says it
+    return detail
 
 
 async def history(request: web.Request) -> web.Response:
@@ -289,11 +355,13 @@ async def history(request: web.Request) -> web.Response:
         {
             "tasks": [render.masked(t) for t in tasks],  # each decision's page can reveal
             "filters": filters,
+            "filtered": any(filters.values()),
             "outcomes": list(OUTCOMES),
             "surfaces": SURFACES,
             "people": people,
             "word": ending_word,
-            "summary": _summary,
-            "answer": render.resolution_text,
+            "title_of": render.title_of,
+            "note": _note,
+            "ago": render.ago,
         },
     )
