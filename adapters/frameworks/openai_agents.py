@@ -20,6 +20,7 @@ the call is rejected with a message giving the model that input to call the tool
 from __future__ import annotations
 
 import json
+import secrets
 import weakref
 from collections.abc import Hashable
 from typing import Any
@@ -38,7 +39,8 @@ ASK_HUMAN_DESCRIPTION = (
     'to offer choices; with `multi` true the person may pick several, returned joined by ", ".'
 )
 
-_sessions: dict[int, object] = {}  # id of a run's Usage -> the Usage, while it lives
+_SESSION = "_approvalbot_session"  # the attribute on a run's context wrapper
+_by_usage: dict[int, str] = {}  # id of a live run's Usage -> its session
 
 
 async def needs_approval(
@@ -50,14 +52,25 @@ async def needs_approval(
 
 
 def session_of(context: RunContextWrapper[Any]) -> Hashable:
-    """One key per agent run. The run's `usage` object is the one thing the SDK shares between
-    the run's context, its resumes from `RunState` and the `ToolContext` each tool gets."""
-    usage = context.usage
-    key = id(usage)
-    if key not in _sessions:
-        _sessions[key] = usage
-        weakref.finalize(usage, _sessions.pop, key, None)
-    return ("openai-agents", key)
+    """One key per agent run. The SDK gives a run no id, so the key rides on the run's context
+    wrapper (`to_state` copies it into each resume) and on its `usage` object, the one thing a
+    `ToolContext` shares with the run's wrapper (so `ask_human` finds the run's key)."""
+    found = getattr(context, _SESSION, None)
+    if not isinstance(found, str):
+        found = _by_usage.get(id(context.usage))
+    if found is None:
+        found = secrets.token_hex(8)
+    if not isinstance(context, ToolContext):
+        setattr(context, _SESSION, found)
+    _remember(context, found)
+    return ("openai-agents", found)
+
+
+def _remember(context: RunContextWrapper[Any], session: str) -> None:
+    key = id(context.usage)
+    if key not in _by_usage:
+        _by_usage[key] = session
+        weakref.finalize(context.usage, _by_usage.pop, key, None)
 
 
 def _gate(
@@ -112,8 +125,10 @@ async def resolve_interruptions(
     """Decide every pending `ToolApprovalItem` of `result` through approvalbot and return the
     `RunState` to pass back to `Runner.run`."""
     gate = _gate(url, token, workspace, profile, wait)
-    state = result.to_state()
     session = session_of(result.context_wrapper)
+    state = result.to_state()
+    if state._context is not None:  # the wrapper the resumed run goes on with
+        session_of(state._context)
     for item in result.interruptions:
         if not isinstance(item, ToolApprovalItem):
             continue

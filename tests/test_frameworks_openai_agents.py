@@ -1,0 +1,235 @@
+"""`approvalbot.openai_agents` end to end: an OpenAI Agents SDK agent on a stub `Model` (the
+SDK's own interface, scripted tool calls) whose tools use `needs_approval`, its interruptions
+resolved through a real approvalbot server, a person (alice) deciding over the API."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from agents import Agent, FunctionTool, ModelResponse, RunConfig, Runner, Usage, function_tool
+from agents.agent_output import AgentOutputSchemaBase
+from agents.handoffs import Handoff
+from agents.items import TResponseInputItem, TResponseStreamEvent
+from agents.model_settings import ModelSettings
+from agents.models.interface import Model, ModelTracing
+from agents.result import RunResult
+from agents.tool import Tool
+from openai.types.responses import (
+    ResponseFunctionToolCall,
+    ResponseOutputMessage,
+    ResponseOutputText,
+)
+
+from adapters.frameworks.gate import close_gates
+from adapters.http import client as sdk
+from approvalbot.openai_agents import (
+    ask_human,
+    make_ask_human,
+    needs_approval,
+    resolve_interruptions,
+)
+from tests.frameworks_harness import (
+    NO_DROPS,
+    Person,
+    alice,
+    closed_port,
+    framework_fixtures,
+    keywords,
+    with_person,
+)
+from tests.http_harness import Served
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+server, api = framework_fixtures()
+__all__ = ["alice"]
+OFFLINE = RunConfig(tracing_disabled=True)
+
+
+def call(name: str, args: dict[str, Any], call_id: str) -> ResponseFunctionToolCall:
+    return ResponseFunctionToolCall(
+        type="function_call", name=name, arguments=json.dumps(args), call_id=call_id,
+        id=f"fc_{call_id}", status="completed",
+    )  # fmt: skip
+
+
+def said(text: str) -> ResponseOutputMessage:
+    content = [ResponseOutputText(type="output_text", text=text, annotations=[])]
+    return ResponseOutputMessage(
+        id="msg_1", type="message", role="assistant", status="completed", content=content
+    )
+
+
+class ScriptedModel(Model):
+    """A stub `Model`: each turn answers the next output of its script, and keeps the tool
+    outputs it was sent (what the model read)."""
+
+    def __init__(self, *turns: list[Any]) -> None:
+        self.turns = list(turns)
+        self.outputs: dict[str, str] = {}
+
+    async def get_response(
+        self,
+        system_instructions: str | None,
+        input: str | list[TResponseInputItem],
+        model_settings: ModelSettings,
+        tools: list[Tool],
+        output_schema: AgentOutputSchemaBase | None,
+        handoffs: list[Handoff],
+        tracing: ModelTracing,
+        *,
+        previous_response_id: str | None,
+        conversation_id: str | None,
+        prompt: Any,
+    ) -> ModelResponse:
+        for item in input if isinstance(input, list) else []:
+            if isinstance(item, dict) and item.get("type") == "function_call_output":
+                self.outputs[str(item["call_id"])] = str(item["output"])
+        output = self.turns.pop(0) if self.turns else [said("done")]
+        return ModelResponse(output=output, usage=Usage(), response_id=None)
+
+    def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[TResponseStreamEvent]:
+        raise NotImplementedError("the tests run without streaming")
+
+
+class Tools:
+    def __init__(self) -> None:
+        self.ran: list[str] = []
+        ran = self.ran
+
+        async def lookup(name: str) -> str:
+            """Look a name up."""
+            ran.append(f"lookup {name}")
+            return f"{name} is 42"
+
+        async def drop_table(table: str) -> str:
+            """Drop a table."""
+            ran.append(f"drop {table}")
+            return f"dropped {table}"
+
+        async def deploy(env: str) -> str:
+            """Deploy to an environment."""
+            ran.append(f"deploy {env}")
+            return f"deployed {env}"
+
+        self.all: list[FunctionTool] = [
+            function_tool(fn, needs_approval=needs_approval) for fn in (lookup, drop_table, deploy)
+        ]
+
+
+async def run_to_end(agent: Agent[Any], api: Served, **more: Any) -> RunResult:
+    """The loop a user writes: run, and while interrupted resolve through approvalbot."""
+    result = await Runner.run(agent, "go", run_config=OFFLINE)
+    while result.interruptions:
+        state = await resolve_interruptions(result, **(keywords(api) | more))
+        result = await Runner.run(agent, state, run_config=OFFLINE)
+    return result
+
+
+async def test_granted_runs_and_refused_returns_the_reason(api: Served) -> None:
+    tools = Tools()
+    model = ScriptedModel(
+        [call("lookup", {"name": "x"}, "c1"), call("drop_table", {"table": "users"}, "c2")]
+    )
+    result = await run_to_end(Agent(name="ops", model=model, tools=tools.all), api)
+    assert result.final_output == "done"
+    assert tools.ran == ["lookup x"]
+    assert model.outputs == {
+        "c1": "x is 42",
+        "c2": f"drop_table was not run: denied by the approval rules: {NO_DROPS}",
+    }
+
+
+async def test_parked_call_waits_and_runs_after_approval(api: Served, alice: sdk.Workspace) -> None:
+    tools = Tools()
+    model = ScriptedModel([call("deploy", {"env": "prod"}, "c1")])
+    person = Person(alice)
+    agent = Agent(name="ops", model=model, tools=tools.all)
+    result = await with_person(run_to_end(agent, api), person.approve)
+    assert tools.ran == ["deploy prod"] and model.outputs == {"c1": "deployed prod"}
+    assert (person.seen[0].tool, person.seen[0].tool_input) == ("deploy", {"env": "prod"})
+    status, run = await api.call("GET", f"/runs/{person.seen[0].run_id}")
+    assert (status, run["title"]) == (200, "OpenAI Agents · ops")
+    assert result.final_output == "done"
+
+
+async def test_denied_call_carries_the_reason(api: Served, alice: sdk.Workspace) -> None:
+    tools = Tools()
+    model = ScriptedModel([call("deploy", {"env": "prod"}, "c1")])
+    person = Person(alice)
+    agent = Agent(name="ops", model=model, tools=tools.all)
+    await with_person(run_to_end(agent, api), lambda: person.deny("not on a Friday"))
+    assert tools.ran == []
+    assert model.outputs == {"c1": "deploy was not run: denied by alice: not on a Friday"}
+
+
+async def test_one_run_per_agent_run_resumes_included(api: Served, alice: sdk.Workspace) -> None:
+    tools = Tools()
+    model = ScriptedModel(
+        [call("deploy", {"env": "eu"}, "c1")], [call("deploy", {"env": "us"}, "c2")]
+    )
+    person = Person(alice)
+    agent = Agent(name="ops", model=model, tools=tools.all)
+    await with_person(run_to_end(agent, api), person.approve, person.approve)
+    assert tools.ran == ["deploy eu", "deploy us"]
+    assert person.seen[0].run_id == person.seen[1].run_id
+    # another agent run is another approvalbot run
+    again = ScriptedModel([call("deploy", {"env": "ap"}, "c1")])
+    other = Agent(name="ops", model=again, tools=tools.all)
+    await with_person(run_to_end(other, api), person.approve)
+    assert person.seen[2].run_id != person.seen[0].run_id
+
+
+async def test_ask_human_is_answered(api: Served, alice: sdk.Workspace) -> None:
+    asking = make_ask_human(**keywords(api))
+    assert asking.name == "ask_human" and set(asking.params_json_schema["properties"]) == {
+        "prompt", "options", "multi",
+    }  # fmt: skip
+    tools = Tools()
+    model = ScriptedModel(
+        [call("ask_human", {"prompt": "Which region?", "options": ["eu", "us"]}, "q1")],
+        [call("deploy", {"env": "eu"}, "c1")],
+    )
+    person = Person(alice)
+    agent = Agent(name="ops", model=model, tools=[asking, *tools.all])
+    await with_person(run_to_end(agent, api), lambda: person.answer("eu"), person.approve)
+    assert model.outputs == {"q1": "eu", "c1": "deployed eu"}
+    asked = person.seen[0]
+    assert (asked.prompt, asked.options) == ("Which region?", ["eu", "us"])
+    # the question and the later call are one approvalbot run
+    assert person.seen[0].run_id == person.seen[1].run_id
+
+
+async def test_ask_human_from_the_environment(
+    api: Served, alice: sdk.Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in (("URL", api.url), ("TOKEN", api.token("agent")), ("WORKSPACE", api.ws)):
+        monkeypatch.setenv(f"APPROVALBOT_{name}", value)
+    close_gates()
+    model = ScriptedModel([call("ask_human", {"prompt": "Pick", "options": ["a", "b"],
+                                              "multi": True}, "q1")])  # fmt: skip
+    person = Person(alice)
+    agent = Agent(name="ops", model=model, tools=[ask_human])
+    await with_person(Runner.run(agent, "go", run_config=OFFLINE),
+                      lambda: person.answer(["b", "a"]))  # fmt: skip
+    assert model.outputs == {"q1": "a, b"} and person.seen[0].multi
+    close_gates()
+
+
+async def test_unreachable_service_or_bad_token_runs_nothing(api: Served) -> None:
+    tools = Tools()
+    model = ScriptedModel([call("lookup", {"name": "x"}, "c1")])
+    agent = Agent(name="ops", model=model, tools=tools.all)
+    result = await run_to_end(agent, api, url=closed_port())
+    assert result.final_output == "done"
+    assert model.outputs["c1"].startswith("lookup was not run: approvalbot is unreachable at")
+    model = ScriptedModel([call("lookup", {"name": "x"}, "c1")])
+    agent = Agent(name="ops", model=model, tools=tools.all)
+    await run_to_end(agent, api, token="aba_not_a_token")
+    assert model.outputs["c1"] == (
+        "lookup was not run: approvalbot refused the token (401 unauthorized): "
+        "check APPROVALBOT_TOKEN"
+    )
+    assert tools.ran == []
