@@ -5,15 +5,21 @@ model, calls the core and renders its answer; the rules about who may do what li
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
+import json
 import math
+import re
 from dataclasses import dataclass
+from datetime import datetime
 
 from aiohttp import web
 
 from adapters.http import ids, sse
 from adapters.http import models as m
 from adapters.http.bodies import read_body
-from adapters.http.middleware import json_response, unauthorized
+from adapters.http.middleware import json_response, principal_or_none, unauthorized
+from adapters.http.openapi import Query
 from bot import access, errors
 from bot.core import Core
 from bot.domain import Principal, Task
@@ -23,6 +29,32 @@ from bot.service import CallSpec, RunSpec
 
 MAX_WAIT = 60.0  # seconds a `?wait=` long-poll may hold a request; clients simply ask again
 ASKS_DETAIL = "this route is for people: use a member credential, not an application's"
+
+# `/asks` pages: newest first, keyset on (created_at, task id) behind an opaque cursor.
+ASKS_LIMIT = 100  # without `?limit=`
+ASKS_MAX_LIMIT = 500  # a larger `?limit=` is a 400, not silently cut (the caller would miss some)
+INVALID_LIMIT = "invalid_limit"
+INVALID_CURSOR = "invalid_cursor"
+ASKS_QUERY = (
+    Query(
+        "limit",
+        {"type": "integer", "minimum": 1, "maximum": ASKS_MAX_LIMIT, "default": ASKS_LIMIT},
+        f"At most this many decisions (default {ASKS_LIMIT}); another value is a 400 "
+        f"`{INVALID_LIMIT}`.",
+    ),
+    Query(
+        "cursor",
+        {"type": "string", "maxLength": 200},
+        "The previous page's `next_cursor` (opaque); one this route never gave out is a 400 "
+        f"`{INVALID_CURSOR}`.",
+    ),
+)
+
+# Which surface a person decided from: the SDK's Client says `cli` when `approvalbot` drives it
+# (History's "cli" filter). Only the two surfaces that talk HTTP can be named here; anything else
+# (absent, misspelt, "web", "telegram") is `api`, so no caller can pass for a chat or the page.
+SURFACE_HEADER = "X-Approvalbot-Surface"
+HTTP_SURFACES = ("api", "cli")
 
 
 @dataclass(frozen=True)
@@ -46,6 +78,12 @@ def _run_id(request: web.Request) -> str:
 
 def _key(request: web.Request) -> str:
     return request.match_info["key"]
+
+
+def via(request: web.Request) -> str:
+    """The surface recorded with what this request decides or changes: `cli` or `api`."""
+    named = request.headers.get(SURFACE_HEADER, "").strip().lower()
+    return named if named in HTTP_SURFACES else "api"
 
 
 def seconds_param(request: web.Request, name: str, cap: float) -> float:
@@ -85,19 +123,19 @@ async def get_run(request: web.Request, ctx: Ctx) -> web.Response:
 
 async def stop_run(request: web.Request, ctx: Ctx) -> web.Response:
     await read_body(request, m.EmptyIn)
-    run = await ctx.core.service.stop(ctx.who, ctx.ws, _run_id(request), via="api")
+    run = await ctx.core.service.stop(ctx.who, ctx.ws, _run_id(request), via=via(request))
     return json_response(m.run_out(run))
 
 
 async def retry_run(request: web.Request, ctx: Ctx) -> web.Response:
     await read_body(request, m.EmptyIn)
-    run = await ctx.core.service.retry(ctx.who, ctx.ws, _run_id(request), via="api")
+    run = await ctx.core.service.retry(ctx.who, ctx.ws, _run_id(request), via=via(request))
     return json_response(m.run_out(run))
 
 
 async def abandon_run(request: web.Request, ctx: Ctx) -> web.Response:
     await read_body(request, m.EmptyIn)
-    run = await ctx.core.service.abandon(ctx.who, ctx.ws, _run_id(request), via="api")
+    run = await ctx.core.service.abandon(ctx.who, ctx.ws, _run_id(request), via=via(request))
     return json_response(m.run_out(run))
 
 
@@ -114,7 +152,9 @@ async def append_task(request: web.Request, ctx: Ctx) -> web.Response:
         tool_names=body.tool_names,
         approval_mode=body.approval_mode,
     )
-    receipt = await ctx.core.service.append(ctx.who, ctx.ws, _run_id(request), spec, via="api")
+    receipt = await ctx.core.service.append(
+        ctx.who, ctx.ws, _run_id(request), spec, via=via(request)
+    )
     # 200 for an idempotent replay of the same key and body: nothing new was created.
     status = 200 if receipt.replayed else 201
     return json_response(m.task_out(receipt.task, receipt.resolution_token), status)
@@ -142,7 +182,7 @@ async def get_task(request: web.Request, ctx: Ctx) -> web.Response:
 async def approve(request: web.Request, ctx: Ctx) -> web.Response:
     await read_body(request, m.EmptyIn)
     task = await ctx.core.service.approve(
-        ctx.who, ctx.ws, _run_id(request), _key(request), via="api"
+        ctx.who, ctx.ws, _run_id(request), _key(request), via=via(request)
     )
     return json_response(m.task_out(task))
 
@@ -150,7 +190,7 @@ async def approve(request: web.Request, ctx: Ctx) -> web.Response:
 async def deny(request: web.Request, ctx: Ctx) -> web.Response:
     body = await read_body(request, m.DenyIn)
     task = await ctx.core.service.deny(
-        ctx.who, ctx.ws, _run_id(request), _key(request), reason=body.reason, via="api"
+        ctx.who, ctx.ws, _run_id(request), _key(request), reason=body.reason, via=via(request)
     )
     return json_response(m.task_out(task))
 
@@ -198,23 +238,79 @@ async def _resolve(
         content=body.content,
         outcome=body.outcome,
         resolution_token=token,
-        via="api",
+        via=via(request),
+    )
+
+
+# who is calling ---------------------------------------------------------------------------------
+async def whoami(request: web.Request) -> web.Response:
+    """`GET /v1/whoami`: the bearer token's kind, name and the workspaces it can see (a token
+    belongs to one today), so a client can default the workspace."""
+    principal = await principal_or_none(request)
+    if principal is None:
+        raise unauthorized()
+    return json_response(
+        {"kind": principal.kind, "name": principal.name, "workspaces": [principal.workspace_id]}
     )
 
 
 # the member plane's inbox ----------------------------------------------------------------------
+_CURSOR_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def encode_cursor(task: Task) -> str:
+    """Where the next page starts: after this task. Opaque to clients (base64url of JSON)."""
+    raw = json.dumps([task.created_at.isoformat(), task.id], separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[datetime, str]:
+    def bad() -> ApprovalError:
+        return ApprovalError(INVALID_CURSOR, "cursor: not one this route gave out", 400)
+
+    if len(cursor) > 200:
+        raise bad()
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        at_text, task_id = json.loads(raw)
+        at = datetime.fromisoformat(at_text)
+    except (ValueError, TypeError, binascii.Error):
+        raise bad() from None
+    if at.tzinfo is None or not isinstance(task_id, str) or not _CURSOR_ID.fullmatch(task_id):
+        raise bad()
+    return at, task_id
+
+
+def limit_param(request: web.Request) -> int:
+    raw = request.query.get("limit")
+    if raw is None or raw == "":
+        return ASKS_LIMIT
+    if not raw.isascii() or not raw.isdigit() or not 1 <= int(raw) <= ASKS_MAX_LIMIT:
+        raise ApprovalError(INVALID_LIMIT, f"limit: a whole number from 1 to {ASKS_MAX_LIMIT}", 400)
+    return int(raw)
+
+
 async def asks(request: web.Request, ctx: Ctx) -> web.Response:
-    """Every decision now resting on a person, with what they need to decide it."""
+    """Decisions now resting on a person, newest first, one page at a time: `next_cursor` is
+    null on the last page. Keyset paging, so a decision parked between two pages never shifts
+    the next one (it is newer than the cursor) and none is seen twice."""
     access.require_member(ctx.who, ASKS_DETAIL)
     run_id = ids.run_filter(request.query.get("run_id"))
-    tasks = await ctx.core.service.asks(ctx.who, ctx.ws, run_id=run_id)
+    limit = limit_param(request)
+    cursor = request.query.get("cursor")
+    before = decode_cursor(cursor) if cursor else None
+    tasks = await ctx.core.service.asks(
+        ctx.who, ctx.ws, run_id=run_id, limit=limit + 1, before=before
+    )
+    page, more = tasks[:limit], len(tasks) > limit
     titles: dict[str, str] = {}
     async with ctx.core.store.read() as tx:
-        for run_key in {t.run_id for t in tasks}:
+        for run_key in {t.run_id for t in page}:
             run = await tx.get_run(run_key)
             titles[run_key] = run.title if run is not None else ""
-    items = [m.ask_out(t, titles.get(t.run_id, "")) for t in tasks]
-    return json_response({"asks": items})
+    items = [m.ask_out(t, titles.get(t.run_id, "")) for t in page]
+    next_cursor = encode_cursor(page[-1]) if more else None
+    return json_response({"asks": items, "next_cursor": next_cursor})
 
 
 async def run_events(request: web.Request, ctx: Ctx) -> web.StreamResponse:

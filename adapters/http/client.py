@@ -8,9 +8,12 @@ For people::
 
 For agents::
 
-    run = await client.workspace("acme").runs.declare(approval_mode="ask")
-    receipt = await run.call("bash", {"command": "make deploy"})  # waits for a person
-    answer = await run.ask("Which region?", options=["eu", "us"])
+    async with client.workspace("acme").runs.declare(approval_mode="ask") as run:
+        receipt = await run.call("bash", {"command": "make deploy"})  # waits for a person
+        answer = await run.ask("Which region?", options=["eu", "us"])
+    # the run is stopped here, whether the block ended normally or with an exception
+
+`await runs.declare(…)` without `async with` gives the run alone; end it with `await run.stop()`.
 
 `run.call` returns the granted task or raises `ApprovalDenied`, `ApprovalExpired`, `RunStopped`
 (typed, with `code`, `detail` and the task). A blocking twin lives in `adapters.http.sync_client`.
@@ -23,7 +26,8 @@ import functools
 import inspect
 import json
 import secrets
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator
+from types import TracebackType
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
 import aiohttp
@@ -37,6 +41,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 _LONG_POLL = 55.0  # below the server's cap, so one request never outlives its own timeout
+SURFACE_HEADER = "X-Approvalbot-Surface"  # adapters.http.api records decisions `via` it
 
 
 # errors ----------------------------------------------------------------------------------------
@@ -121,10 +126,15 @@ class Client:
         *,
         session: aiohttp.ClientSession | None = None,
         retries: int = 3,
+        surface: str | None = None,
     ) -> None:
+        """`surface` names the program deciding through this client, recorded with each decision
+        (`via`): the service accepts `cli` (what `approvalbot asks` sends); anything else is
+        recorded as `api`, the default."""
         self.url = url.rstrip("/")
         self.token = token
         self.retries = retries
+        self.surface = surface
         self._session = session
         self._own_session = session is None
 
@@ -138,6 +148,8 @@ class Client:
         headers = {"Accept": "application/json"}
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
+        if self.surface:
+            headers[SURFACE_HEADER] = self.surface
         return headers | (extra or {})
 
     async def request(
@@ -192,10 +204,36 @@ class Workspace:
         self.runs = Runs(self)
 
     async def asks(self, run_id: str | None = None) -> list[m.AskOut]:
-        """Every decision now resting on a person (member credential)."""
-        query = {"run_id": run_id} if run_id else None
-        body = await self.client.request("GET", self.base + "/asks", query=query)
-        return m.AsksOut.model_validate(body).asks
+        """Every decision now resting on a person (member credential), newest first: all the
+        pages, following the cursor."""
+        return [ask async for ask in self.each_ask(run_id)]
+
+    async def each_ask(self, run_id: str | None = None, page: int = 500) -> AsyncIterator[m.AskOut]:
+        """The decisions resting on people one page (`page` at a time) after the other. Keyset
+        paging: one parked meanwhile is newer than the cursor, so it is not met (ask again),
+        and none is met twice."""
+        cursor: str | None = None
+        while True:
+            found = await self.asks_page(run_id, limit=page, cursor=cursor)
+            for ask in found.asks:
+                yield ask
+            if found.next_cursor is None:
+                return
+            cursor = found.next_cursor
+
+    async def asks_page(
+        self, run_id: str | None = None, *, limit: int | None = None, cursor: str | None = None
+    ) -> m.AsksOut:
+        """One page of `GET /asks`: `limit` items (the server's default 100, at most 500) after
+        `cursor` (the previous page's `next_cursor`)."""
+        fields = {
+            "run_id": run_id,
+            "limit": None if limit is None else str(limit),
+            "cursor": cursor,
+        }
+        query = {k: v for k, v in fields.items() if v}
+        body = await self.client.request("GET", self.base + "/asks", query=query or None)
+        return m.AsksOut.model_validate(body)
 
     @property
     def decisions(self) -> Decisions:
@@ -214,7 +252,7 @@ class Runs:
     def run(self, run_id: str) -> Run:
         return Run(self.workspace, run_id)
 
-    async def declare(
+    def declare(
         self,
         *,
         approval_mode: str | None = None,
@@ -225,7 +263,9 @@ class Runs:
         title: str = "",
         executor_id: str | None = None,
         parent_run: str | None = None,
-    ) -> Run:
+    ) -> DeclaredRun:
+        """Declare a run: `await` it for the run, or `async with` it to have the run stopped
+        when the block ends (normally or by an exception)."""
         fields = {
             "approval_mode": approval_mode,
             "approval_rules": approval_rules,
@@ -237,10 +277,38 @@ class Runs:
             "parent_run": parent_run,
         }
         body = {k: v for k, v in fields.items() if v is not None}
+        return DeclaredRun(self._declare(body))
+
+    async def _declare(self, body: dict[str, Any]) -> Run:
         answer = await self.workspace.client.request("POST", self.workspace.base + "/runs", body)
         run = Run(self.workspace, str(answer["id"]))
         run.declared = m.RunOut.model_validate(answer)
         return run
+
+
+class DeclaredRun:
+    """What `runs.declare(…)` gives: awaitable (the run) and an async context manager (the run,
+    stopped on exit)."""
+
+    def __init__(self, pending: Coroutine[Any, Any, Run]) -> None:
+        self.pending = pending
+        self._run: Run | None = None
+
+    def __await__(self) -> Generator[Any, None, Run]:
+        return self.pending.__await__()
+
+    async def __aenter__(self) -> Run:
+        self._run = await self.pending
+        return self._run
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        assert self._run is not None
+        await self._run.__aexit__(kind, error, trace)
 
 
 class Run:
@@ -267,6 +335,26 @@ class Run:
 
     async def abandon(self) -> m.RunOut:
         return await self._verb("abandon")
+
+    async def __aenter__(self) -> Run:
+        return self
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        """The run ends with the block: stopped (parked calls cancelled; stopping a run that is
+        stopped already is a no-op). After an exception the stop is attempted and the
+        exception goes on; a failure to stop never hides it."""
+        if error is None:
+            await self.stop()
+            return
+        try:
+            await asyncio.shield(self.stop())
+        except (ApprovalbotError, TimeoutError, aiohttp.ClientError, asyncio.CancelledError):
+            pass
 
     # agents ------------------------------------------------------------------------------------
     async def append(self, tool_name: str, tool_input: Any, **fields: Any) -> m.TaskOut:

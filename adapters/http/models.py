@@ -247,6 +247,7 @@ class AskOut(TaskOut):
 
 class AsksOut(ResponseModel):
     asks: list[AskOut]
+    next_cursor: str | None = None  # the next page's `?cursor=`; null on the last page
 
 
 class RunOut(ResponseModel):

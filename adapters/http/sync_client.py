@@ -3,10 +3,10 @@ in a daemon thread, and every method here waits for its result. Same behaviour, 
 same typed refusals as `adapters.http.client`::
 
     client = SyncClient(url, token)
-    run = client.workspace("acme").runs.declare(approval_mode="ask")
+    with client.workspace("acme").runs.declare(approval_mode="ask") as run:  # stopped on exit
 
-    @require_approval(run)
-    def deploy(env: str) -> None: ...
+        @require_approval(run)
+        def deploy(env: str) -> None: ...
 
     for decision in client.workspace("acme").decisions():
         decision.approve()
@@ -18,6 +18,7 @@ import asyncio
 import functools
 import threading
 from collections.abc import Callable, Coroutine, Iterator
+from types import TracebackType
 from typing import Any, ParamSpec, TypeVar
 
 from adapters.http import client as c
@@ -46,9 +47,9 @@ class _Loop:
 
 
 class SyncClient:
-    def __init__(self, url: str, token: str | None = None) -> None:
+    def __init__(self, url: str, token: str | None = None, *, surface: str | None = None) -> None:
         self._loop = _Loop()
-        self.client = c.Client(url, token)
+        self.client = c.Client(url, token, surface=surface)
 
     def workspace(self, workspace_id: str) -> SyncWorkspace:
         return SyncWorkspace(self._loop, self.client.workspace(workspace_id))
@@ -72,7 +73,13 @@ class SyncWorkspace:
         self.runs = SyncRuns(loop, workspace.runs)
 
     def asks(self, run_id: str | None = None) -> list[m.AskOut]:
+        """Every decision resting on a person: all the pages, following the cursor."""
         return self._loop.run(self.workspace.asks(run_id))
+
+    def asks_page(
+        self, run_id: str | None = None, *, limit: int | None = None, cursor: str | None = None
+    ) -> m.AsksOut:
+        return self._loop.run(self.workspace.asks_page(run_id, limit=limit, cursor=cursor))
 
     def decisions(self) -> list[SyncDecision]:
         found = self._loop.run(self.workspace.decisions.list())
@@ -91,7 +98,8 @@ class SyncRuns:
         return SyncRun(self._loop, self._runs.run(run_id))
 
     def declare(self, **fields: Any) -> SyncRun:
-        return SyncRun(self._loop, self._loop.run(self._runs.declare(**fields)))
+        """The declared run; `with runs.declare(…) as run:` stops it when the block ends."""
+        return SyncRun(self._loop, self._loop.run(self._runs.declare(**fields).pending))
 
 
 class SyncRun:
@@ -111,6 +119,18 @@ class SyncRun:
 
     def abandon(self) -> m.RunOut:
         return self._loop.run(self.run.abandon())
+
+    def __enter__(self) -> SyncRun:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        """Stopped with the block, like the async run (an exception goes on unhidden)."""
+        self._loop.run(self.run.__aexit__(kind, error, trace))
 
     def append(self, tool_name: str, tool_input: Any, **fields: Any) -> m.TaskOut:
         return self._loop.run(self.run.append(tool_name, tool_input, **fields))

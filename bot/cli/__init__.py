@@ -16,6 +16,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "rules": ("bot.cli.rules", "rules", "Validate approval rules and try them on calls."),
     "admin": ("bot.cli.admin", "admin", "Workspaces, members, applications and their tokens."),
     "asks": ("bot.cli.asks", "asks", "List and decide what rests on people, from the terminal."),
+    "login": ("bot.cli.login", "login", "Check a member token and save it for `approvalbot asks`."),
     "db": ("bot.cli.db", "db", "Database maintenance (migrations)."),
     "demo": ("bot.cli.demo", "demo", "Run a simulated agent against the running service."),
     "hook": ("bot.cli.hook", "hook", "Agent hooks: `hook claude-code` (Claude Code PreToolUse)."),

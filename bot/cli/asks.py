@@ -16,12 +16,15 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import click
+from click.core import ParameterSource
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
 from adapters.http import models as m
 from adapters.http.client import ApprovalbotError, Client, Decision
 from bot.cli.common import fail
+from bot.cli.login import DEFAULT_URL, SURFACE, pick_workspace, profile_path, resolve
 
 T = TypeVar("T")
 
@@ -31,61 +34,121 @@ def short_id(run_id: str, key: str) -> str:
 
 
 def _until(deadline: datetime | None) -> str:
+    """How long is left, short enough for its column (`--json` has the deadline itself)."""
     if deadline is None:
         return ""
     left = int((deadline - datetime.now(UTC)).total_seconds())
-    stamp = deadline.strftime("%Y-%m-%d %H:%M UTC")
     if left <= 0:
-        return f"{stamp} (due)"
+        return "now"
     hours, minutes = divmod(left // 60, 60)
-    return f"{stamp} (in {hours}h{minutes:02d}m)" if hours else f"{stamp} (in {minutes}m)"
+    return f"in {hours}h{minutes:02d}m" if hours else f"in {max(minutes, 1)}m"
 
 
-def _what(ask: m.AskOut) -> str:
+# Keys of a tool input that say in a word what a call does, in the order they are looked for.
+_TELLING = ("command", "file_path", "path", "notebook_path", "url", "pattern", "query", "service")
+
+
+def one_line(text: str, width: int) -> str:
+    """Whitespace (newlines too) collapsed, cut with an ellipsis at `width` characters."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def summary(ask: m.AskOut, width: int = 72) -> str:
+    """One line a person reads: the question's prompt, or the tool and what it acts on (its
+    command or path, else the caller's own summary, else its first fields), never raw JSON."""
     if ask.kind == "ask":
-        return ask.prompt or ""
-    summary = ask.effect_profile.get("summary")
-    shown = json.dumps(ask.tool_input, ensure_ascii=False)
-    if len(shown) > 120:
-        shown = shown[:117] + "…"
-    return f"{ask.tool} {shown}" + (f"\n{summary}" if summary else "")
-
-
-def _table(asks: list[m.AskOut]) -> Table:
-    table = Table(title=f"{len(asks)} decision(s) waiting", show_lines=True)
-    for column in ("id", "kind", "what", "options / effects", "why", "run", "deadline"):
-        table.add_column(column, overflow="fold")
-    for ask in asks:
-        if ask.kind == "ask":
-            extra = ", ".join(ask.options or []) + (" (several)" if ask.multi else "")
-        else:
-            profile = ask.effect_profile
-            extra = ", ".join(profile.get("effects") or [])
-            if profile.get("risk"):
-                extra += f" risk={profile['risk']}"
-        table.add_row(
-            short_id(ask.run_id, ask.key),
-            "question" if ask.kind == "ask" else "approval",
-            _what(ask),
-            extra,
-            ask.why,
-            f"{ask.run_title} {ask.run_id}".strip() + f"\nkey {ask.key}",
-            _until(ask.deadline),
+        return one_line(ask.prompt or "", width)
+    given = ask.tool_input if isinstance(ask.tool_input, dict) else {}
+    telling = next((str(given[k]) for k in _TELLING if isinstance(given.get(k), str)), None)
+    said = ask.effect_profile.get("summary")
+    said = said if isinstance(said, str) and not ask.effect_profile.get("derived") else ""
+    if telling is not None and said:
+        telling += f" · {said}"  # the caller's own words, after what the call acts on
+    if telling is None and said:
+        telling = said
+    if telling is None and given:
+        telling = " ".join(
+            f"{k}={v}" for k, v in list(given.items())[:3] if not isinstance(v, dict | list)
         )
+    if telling is None and not isinstance(ask.tool_input, dict | list | None):
+        telling = str(ask.tool_input)
+    return one_line(f"{ask.tool} {telling or ''}".strip(), width)
+
+
+def _extra(ask: m.AskOut) -> str:
+    if ask.kind == "ask":
+        return ", ".join(ask.options or []) + (" (several)" if ask.multi else "")
+    profile = ask.effect_profile
+    extra = ", ".join(profile.get("effects") or [])
+    if profile.get("risk"):
+        extra += f" risk={profile['risk']}"
+    return extra.strip()
+
+
+# Columns with the width each gets; "what" takes the rest. Below 100 columns the two least
+# needed go (`--json` has everything).
+_FIXED = {"id": 6, "kind": 8, "options / effects": 14, "why": 20, "run": 18, "due": 9}
+_DROPPED_WHEN_NARROW = ("options / effects", "why")
+
+
+def _table(asks: list[m.AskOut], width: int) -> Table:
+    """One line per decision, each cell cut to its column with an ellipsis, so nothing wraps
+    and no id is ever broken across lines, at any terminal width."""
+    columns = dict(_FIXED)
+    if width < 100:
+        for name in _DROPPED_WHEN_NARROW:
+            del columns[name]
+    # the box puts one space between columns; no padding, no edges; one column spare
+    what = max(16, width - sum(columns.values()) - len(columns) - 1)
+    if what > 80:  # a wide terminal: the rest goes to the other text columns
+        spare, what = what - 80, 80
+        growing = [n for n in ("options / effects", "why", "run") if n in columns]
+        for name in growing:
+            columns[name] += spare // len(growing)
+    table = Table(
+        title=f"{len(asks)} decision(s) waiting",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        padding=0,
+        pad_edge=False,
+        show_edge=False,
+    )
+    names = ["id", "kind", "what", *[n for n in columns if n not in ("id", "kind")]]
+    widths = columns | {"what": what}
+    for name in names:
+        table.add_column(name, no_wrap=True, width=widths[name], overflow="ellipsis")
+    for ask in asks:
+        cells = {
+            "id": short_id(ask.run_id, ask.key),
+            "kind": "question" if ask.kind == "ask" else "approval",
+            "what": summary(ask, what),
+            "options / effects": _extra(ask),
+            "why": ask.why,
+            "run": ask.run_title or ask.run_id,
+            "due": _until(ask.deadline),
+        }
+        table.add_row(*(one_line(cells[n], widths[n]) for n in names))
     return table
 
 
 class Connection:
-    def __init__(self, url: str, token: str | None, workspace: str | None) -> None:
-        if not token:
-            fail("a member token is needed: --token or APPROVALBOT_TOKEN")
-        if not workspace:
-            fail("a workspace is needed: --workspace or APPROVALBOT_WORKSPACE")
-        self.url, self.token, self.workspace = url, token, workspace
+    """The service, the token and the workspace of one command: each from its flag, its
+    environment variable or the CLI profile (`approvalbot login`, or the first start's)."""
+
+    def __init__(self, url: str | None, token: str | None, workspace: str | None) -> None:
+        target = resolve(url, token, workspace)
+        if not target.token:
+            fail(
+                "a member token is needed: --token, APPROVALBOT_TOKEN, or `approvalbot login` "
+                f"(the first `approvalbot serve` saves the admin's in {profile_path()})"
+            )
+        self.url, self.token, self.workspace = target.url, target.token, target.workspace or ""
 
     def run(self, action: Callable[[Client], Awaitable[T]]) -> T:
         async def go() -> T:
-            async with Client(self.url, self.token) as client:
+            async with Client(self.url, self.token, surface=SURFACE) as client:
+                self.workspace = await pick_workspace(client, self.workspace or None)
                 return await action(client)
 
         try:
@@ -116,13 +179,16 @@ class Connection:
 
 
 connection_options = [
-    click.option("--url", envvar="APPROVALBOT_URL", default="http://127.0.0.1:8787",
-                 show_default=True, help="The service (env APPROVALBOT_URL)."),
+    click.option("--url", envvar="APPROVALBOT_URL", default=None,
+                 help="The service (env APPROVALBOT_URL; default: the CLI profile's, or "
+                      f"{DEFAULT_URL})."),
     click.option("--token", envvar="APPROVALBOT_TOKEN", default=None,
-                 help="A member token (env APPROVALBOT_TOKEN)."),
+                 help="A member token (env APPROVALBOT_TOKEN; default: the CLI profile's)."),
     click.option("--workspace", envvar="APPROVALBOT_WORKSPACE", default=None,
-                 help="The workspace (env APPROVALBOT_WORKSPACE)."),
+                 help="The workspace (env APPROVALBOT_WORKSPACE; default: the profile's, or the "
+                      "token's only one)."),
 ]  # fmt: skip
+CONNECTION = ("url", "token", "workspace")
 
 
 def with_connection(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -133,12 +199,11 @@ def with_connection(func: Callable[..., Any]) -> Callable[..., Any]:
 
 @click.group(invoke_without_command=True)
 @with_connection
-@click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Print the list as JSON (every page).")
 @click.pass_context
-def asks(ctx: click.Context, url: str, token: str | None, workspace: str | None,
+def asks(ctx: click.Context, url: str | None, token: str | None, workspace: str | None,
          as_json: bool) -> None:  # fmt: skip
     """List what rests on people; decide with `approve`, `deny` or `answer`."""
-    ctx.obj = (url, token, workspace)
     if ctx.invoked_subcommand is not None:
         return
     conn = Connection(url, token, workspace)
@@ -152,25 +217,75 @@ def asks(ctx: click.Context, url: str, token: str | None, workspace: str | None,
         console = Console()
         if not console.is_terminal and "COLUMNS" not in os.environ:
             console = Console(width=160)  # piped: do not squeeze the table into 80 columns
-        console.print(_table(found))
+        console.print(_table(found, console.width))
 
 
-def _connection(ctx: click.Context, url: str, token: str | None, ws: str | None) -> Connection:
-    """Options given after the verb win over those given before it (`asks --url … approve`)."""
-    group_url, group_token, group_ws = ctx.obj or (url, None, None)
-    defaulted = ctx.get_parameter_source("url") == click.core.ParameterSource.DEFAULT
-    return Connection(group_url if defaulted else url, token or group_token, ws or group_ws)
+_RANK = {ParameterSource.COMMANDLINE: 2, ParameterSource.ENVIRONMENT: 1}
 
 
-def _decide(ctx: click.Context, wanted: str, verb: Callable[[Decision], Awaitable[m.TaskOut]],
-            url: str, token: str | None, workspace: str | None) -> None:  # fmt: skip
-    conn = _connection(ctx, url, token, workspace)
+def _connection(ctx: click.Context) -> Connection:
+    """Each value from the verb's options or the group's (`asks --url … approve`): a flag beats
+    an environment variable wherever it is given; the verb's wins a tie."""
+    chosen: dict[str, str | None] = {}
+    for name in CONNECTION:
+        best, rank = None, 0
+        for level in (ctx.parent, ctx):
+            if level is None or level.params.get(name) is None:
+                continue
+            source = level.get_parameter_source(name)
+            here = _RANK.get(source, 0) if source is not None else 0
+            if here >= rank:
+                best, rank = level.params[name], here
+        chosen[name] = best
+    return Connection(chosen["url"], chosen["token"], chosen["workspace"])
+
+
+def _answer_form(decision: Decision, sid: str) -> str:
+    task = decision.task
+    if task.options and task.multi:
+        return f"approvalbot asks answer {sid} OPTION…  (one or more of: {', '.join(task.options)})"
+    if task.options:
+        return f"approvalbot asks answer {sid} OPTION  (one of: {', '.join(task.options)})"
+    return f'approvalbot asks answer {sid} "TEXT"'
+
+
+def _wrong_verb(decision: Decision, verb: str) -> str | None:
+    """Approve/deny on a question, or answer on a call: the command that fits, or None."""
+    sid = short_id(decision.task.run_id, decision.task.key)
+    if decision.is_question and verb == "approve":
+        return f"{sid} is a question, not a call\nuse: {_answer_form(decision, sid)}"
+    if decision.is_question and verb == "deny":
+        return (
+            f"{sid} is a question, not a call\nuse: {_answer_form(decision, sid)}"
+            f"\n  or: approvalbot asks answer {sid} --decline"
+        )
+    if not decision.is_question and verb == "answer":
+        return (
+            f"{sid} is a call to approve or deny, not a question\n"
+            f'use: approvalbot asks approve {sid}\n  or: approvalbot asks deny {sid} --reason "…"'
+        )
+    return None
+
+
+class WrongVerb(Exception):
+    pass
+
+
+def _decide(ctx: click.Context, wanted: str, name: str,
+            verb: Callable[[Decision], Awaitable[m.TaskOut]]) -> None:  # fmt: skip
+    conn = _connection(ctx)
 
     async def act(client: Client) -> tuple[Decision, m.TaskOut]:
         decision = await conn.find(client, wanted)
+        hint = _wrong_verb(decision, name)
+        if hint is not None:
+            raise WrongVerb(hint)
         return decision, await verb(decision)
 
-    decision, task = conn.run(act)
+    try:
+        decision, task = conn.run(act)
+    except WrongVerb as hint:
+        fail(str(hint))
     ending = {"granted": "approved", "resolved": "answered", "failed": "refused"}.get(
         task.state, task.state
     )
@@ -178,18 +293,16 @@ def _decide(ctx: click.Context, wanted: str, verb: Callable[[Decision], Awaitabl
         ending = "declined"
     elif task.state == "failed":
         ending = "denied"
-    what = decision.task.prompt if decision.is_question else decision.task.tool
-    click.echo(f"{ending} {short_id(task.run_id, task.key)} ({what})")
+    click.echo(f"{ending} {short_id(task.run_id, task.key)} ({summary(decision.task)})")
 
 
 @asks.command()
 @click.argument("decision_id")
 @with_connection
 @click.pass_context
-def approve(ctx: click.Context, decision_id: str, url: str, token: str | None,
-            workspace: str | None) -> None:  # fmt: skip
+def approve(ctx: click.Context, /, decision_id: str, **_connection_options: str | None) -> None:
     """Approve a waiting call."""
-    _decide(ctx, decision_id, lambda d: d.approve(), url, token, workspace)
+    _decide(ctx, decision_id, "approve", lambda d: d.approve())
 
 
 @asks.command()
@@ -197,10 +310,10 @@ def approve(ctx: click.Context, decision_id: str, url: str, token: str | None,
 @click.option("--reason", default="", help="Why (the agent reads it).")
 @with_connection
 @click.pass_context
-def deny(ctx: click.Context, decision_id: str, reason: str, url: str, token: str | None,
-         workspace: str | None) -> None:  # fmt: skip
+def deny(ctx: click.Context, /, decision_id: str, reason: str,
+         **_connection_options: str | None) -> None:  # fmt: skip
     """Deny a waiting call."""
-    _decide(ctx, decision_id, lambda d: d.deny(reason), url, token, workspace)
+    _decide(ctx, decision_id, "deny", lambda d: d.deny(reason))
 
 
 @asks.command()
@@ -209,8 +322,8 @@ def deny(ctx: click.Context, decision_id: str, reason: str, url: str, token: str
 @click.option("--decline", is_flag=True, help="Decline to answer.")
 @with_connection
 @click.pass_context
-def answer(ctx: click.Context, decision_id: str, text: tuple[str, ...], decline: bool, url: str,
-           token: str | None, workspace: str | None) -> None:  # fmt: skip
+def answer(ctx: click.Context, /, decision_id: str, text: tuple[str, ...], decline: bool,
+           **_connection_options: str | None) -> None:  # fmt: skip
     """Answer a question: free text, an option, or (several allowed) one argument per option."""
     if decline == bool(text):
         fail("give an answer or --decline (not both)")
@@ -221,4 +334,4 @@ def answer(ctx: click.Context, decision_id: str, text: tuple[str, ...], decline:
         content: Any = list(text) if decision.task.multi else " ".join(text)
         return await decision.answer(content)
 
-    _decide(ctx, decision_id, verb, url, token, workspace)
+    _decide(ctx, decision_id, "answer", verb)

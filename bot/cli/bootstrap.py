@@ -33,16 +33,22 @@ class Bootstrap:
     login_link: str | None = None
 
 
-def public_base(settings: Settings) -> str:
-    """The address people open: `public_url`, else host:port (a wildcard host reads as local)."""
+def public_base(settings: Settings, port: int | None = None) -> str:
+    """The address people open: `public_url`, else where the service listens."""
     if settings.server.public_url:
         return settings.server.public_url.rstrip("/")
+    return listen_base(settings, port)
+
+
+def listen_base(settings: Settings, port: int | None = None) -> str:
+    """host:port as a URL (a wildcard host reads as local); `port` is the one actually bound,
+    which differs from the configured one when that is 0."""
     host = settings.server.host
     if host in ("0.0.0.0", "::", ""):
         host = "127.0.0.1"
     elif ":" in host:
         host = f"[{host}]"
-    return f"http://{host}:{settings.server.port}"
+    return f"http://{host}:{settings.server.port if port is None else port}"
 
 
 async def _created(core: Core, settings: Settings) -> tuple[bool, str | None, str | None]:
@@ -78,8 +84,9 @@ async def _admin(core: Core, settings: Settings) -> Principal | None:
     return Principal("member", member.id, member.name, member.workspace_id)
 
 
-async def bootstrap(core: Core, settings: Settings) -> Bootstrap | None:
-    """Run at every start; idempotent. None when `[bootstrap] enabled = false`."""
+async def bootstrap(core: Core, settings: Settings, port: int | None = None) -> Bootstrap | None:
+    """Run at every start; idempotent. None when `[bootstrap] enabled = false`. `port` is the
+    one the service listens on (for the sign-in link)."""
     boot = settings.bootstrap
     if not boot.enabled:
         return None
@@ -98,14 +105,15 @@ async def bootstrap(core: Core, settings: Settings) -> Bootstrap | None:
     admin = await _admin(core, settings)
     if admin is not None:
         token = await logins.issue(core.store, core.clock, admin)
-        link = login_url(public_base(settings), token)
+        link = login_url(public_base(settings, port), token)
     return Bootstrap(
         boot.workspace, boot.admin_name, boot.app_name, created, admin_token, app_token, link
     )
 
 
-def describe(result: Bootstrap | None) -> list[str]:
-    """What `serve` prints: the tokens made on this start, and the sign-in link, plainly."""
+def describe(result: Bootstrap | None, profile_note: str | None = None) -> list[str]:
+    """What `serve` prints: the tokens made on this start, what each is for, where the admin's
+    was saved for the CLI (`profile_note`), and the sign-in link, plainly."""
     if result is None:
         return []
     lines: list[str] = []
@@ -118,10 +126,20 @@ def describe(result: Bootstrap | None) -> list[str]:
         lines.append(
             f"approvalbot:   {result.admin}'s member token (shown once): {result.admin_token}"
         )
+        lines.append(
+            f"approvalbot:   (abm_… is a person's credential: {result.admin!r} deciding from the "
+            "terminal, `approvalbot asks`, or over the API; keep it secret)"
+        )
+        if profile_note:
+            lines.append(profile_note)
     if result.app_token:
         lines.append(
             f"approvalbot:   {result.app}'s application token (shown once, for agents): "
             f"{result.app_token}"
+        )
+        lines.append(
+            "approvalbot:   (aba_… is an agent's credential: it declares runs and asks; it cannot "
+            "decide)"
         )
     if result.login_link:
         minutes = int(logins.LOGIN_LINK_TTL.total_seconds() // 60)

@@ -12,7 +12,7 @@ import click
 from aiohttp import web
 
 from adapters.http.app import build_app
-from bot.cli.bootstrap import bootstrap, describe
+from bot.cli.bootstrap import bootstrap, describe, listen_base
 from bot.cli.common import config_option, fail, settings_or_exit
 from bot.config import ConfigError, Settings
 from bot.core import Core
@@ -43,7 +43,6 @@ async def serve_forever(settings: Settings, ready: asyncio.Event | None = None) 
     core = await Core.build(store, settings, notifiers=notifiers)
     for adapter in adapters:
         adapter.bind(core)
-    first = await bootstrap(core, settings)  # first start: workspace, admin, app token
     listener = None
     if store.postgres:
         from store.listen import PgListener
@@ -64,9 +63,19 @@ async def serve_forever(settings: Settings, ready: asyncio.Event | None = None) 
     await runner.setup()
     site = web.TCPSite(runner, settings.server.host, settings.server.port)
     await site.start()
-    click.echo(f"approvalbot: serving on http://{settings.server.host}:{settings.server.port}")
+    port = int(runner.addresses[0][1])  # the one bound: `port = 0` picks a free one
+    # First start: workspace, admin, app token. After the site is up, so the sign-in link and
+    # the CLI profile carry the port really listened on.
+    first = await bootstrap(core, settings, port)
+    url = listen_base(settings, port)
+    click.echo(f"approvalbot: serving on http://{settings.server.host}:{port}")
     click.echo(f"approvalbot: store {store.engine.url.render_as_string(hide_password=True)}")
-    for line in describe(first):
+    note = None
+    if first is not None and first.admin_token:
+        from bot.cli.login import first_start_profile
+
+        note = first_start_profile(url, first.workspace, first.admin_token)
+    for line in describe(first, note):
         click.echo(line)
     settle_garbage_collector()
     stop = asyncio.Event()
