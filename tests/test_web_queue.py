@@ -20,7 +20,7 @@ from bot import logins
 from bot.cli.demo import CALLS, DEMO_PROFILE, QUESTIONS, slug
 from bot.service import CallSpec, RunSpec
 from tests.conftest import World, make_store, make_world
-from tests.web_helpers import Site, append, declare, site
+from tests.web_helpers import Site, append, bulk_park, declare, site
 
 CHROMIUM = os.environ.get("APPROVALBOT_CHROMIUM", "/usr/bin/chromium")
 ARGS = [
@@ -283,14 +283,14 @@ async def test_the_tab_title_counts_new_parks(browser: Browser, served: Site) ->
     assert await page.title() == "Inbox · approvalbot"
     run_id = await declare(world)
     await append(world, run_id, "bash", {"command": "make one"})
-    await page.wait_for_function("document.title === '(1) Inbox · approvalbot'", timeout=LIVE)
+    await page.wait_for_function("() => document.title === '(1) Inbox · approvalbot'", timeout=LIVE)
     await world.clock.advance(1)
     await append(world, run_id, "bash", {"command": "make two"})
-    await page.wait_for_function("document.title === '(2) Inbox · approvalbot'", timeout=LIVE)
+    await page.wait_for_function("() => document.title === '(2) Inbox · approvalbot'", timeout=LIVE)
     assert await page.inner_text("#inbox-count") == "2"
     # Another page counts too, under its own title.
     await page.goto(f"{served.url}/runs")
-    await page.wait_for_function("document.title.startsWith('(2) ')", timeout=LIVE)
+    await page.wait_for_function("() => document.title.startsWith('(2) ')", timeout=LIVE)
 
     # Desktop notifications: only once the person turns them on, by the button.
     await page.goto(f"{served.url}/inbox")
@@ -300,7 +300,28 @@ async def test_the_tab_title_counts_new_parks(browser: Browser, served: Site) ->
     await page.context.grant_permissions(["notifications"], origin=served.url)
     await button.click()
     await page.wait_for_function(
-        "document.getElementById('notify-button').getAttribute('aria-pressed') === 'true'",
+        "() => document.getElementById('notify-button').getAttribute('aria-pressed') === 'true'",
         timeout=LIVE,
     )
+    await page.context.close()
+
+
+async def test_a_decision_page_deep_in_a_big_queue_reloads_only_when_it_ends(
+    browser: Browser, served: Site
+) -> None:
+    world = served.world
+    (run_id,) = await bulk_park(world, runs=1, per_run=queue.NEWEST_KEYS * 3)
+    page = await signed_in(browser, served)
+    await page.goto(f"{served.url}/decisions/{run_id}/call-0")  # the oldest: not among the keys
+    await page.wait_for_selector('body[data-live="1"]', timeout=LIVE)
+    await page.evaluate("window.__sameDocument = true")
+    # Other changes in the queue reach the page (its title counts them) without a reload.
+    await append(world, run_id, "bash", {"command": "make more"})
+    total = queue.NEWEST_KEYS * 3 + 1
+    await page.wait_for_function(f"() => document.title.startsWith('({total}) ')", timeout=LIVE)
+    assert await page.evaluate("window.__sameDocument === true")
+    await world.core.service.approve(world.bob, world.ws, run_id, "call-0", via="api")
+    await page.wait_for_function("() => window.__sameDocument !== true", timeout=LIVE)
+    await page.wait_for_selector("body:not([data-watch])", timeout=LIVE)
+    assert "approved" in await page.inner_text("main")
     await page.context.close()
