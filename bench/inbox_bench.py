@@ -84,7 +84,9 @@ async def populate(core: Core, ws: str, runs: int, per_run: int) -> Principal:
                  "kind": "deadline", "seq": 0, "due_at": start.timestamp() + 86400,
                  "done": False}
             )  # fmt: skip
-    async with core.store.write() as tx:  # type: ignore[attr-defined]
+    store = core.store
+    assert isinstance(store, SqlStore)  # written in bulk, straight into its tables
+    async with store.write() as tx:
         for at in range(0, len(tasks), 2000):
             await tx.conn.execute(sa.insert(TASK), tasks[at : at + 2000])
             await tx.conn.execute(sa.insert(TIMER), timers[at : at + 2000])

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-from axe_playwright_python.async_playwright import Axe
+from axe_playwright_python.async_playwright import Axe  # type: ignore[import-untyped]
 from playwright.async_api import Browser, Page, async_playwright
 
 from adapters.web import queue
