@@ -12,7 +12,15 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+)
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -87,6 +95,54 @@ class ProfileConfig(_Section):
     aliases: dict[str, str] = Field(default_factory=dict)
 
 
+def _route_target(target: str) -> str:
+    """`slack:C0123`, `telegram:-100123`, `member:alice` or `default` (the workspace's usual
+    chat on every platform)."""
+    kind, _, value = target.partition(":")
+    if target == "default":
+        return target
+    if kind not in ("slack", "telegram", "member") or not value.strip():
+        raise ValueError(
+            f"{target!r}: a target is slack:CHANNEL, telegram:CHAT_ID, member:NAME or default"
+        )
+    if kind == "telegram":
+        try:
+            int(value)
+        except ValueError:
+            raise ValueError(f"{target!r}: a Telegram chat id is a number") from None
+    return target
+
+
+def _route_glob(pattern: str | None) -> str | None:
+    """The rules' glob syntax: `|` between alternatives, none of them empty."""
+    if pattern is not None and "" in pattern.split("|"):
+        raise ValueError(f"empty glob in {pattern!r}")
+    return pattern
+
+
+RouteTarget = Annotated[str, AfterValidator(_route_target)]
+RouteGlob = Annotated[str | None, AfterValidator(_route_glob)]
+
+
+class RouteWhen(_Section):
+    """What a route applies to: every key given must match (anchored globs, `|` between
+    alternatives, as in rules); no key at all matches every decision."""
+
+    workspace: RouteGlob = None
+    tool: RouteGlob = None  # the resolved tool name the rules see
+    risk: RouteGlob = None  # the effect profile's `risk`; a call without one never matches
+    rule: RouteGlob = None  # the `reason` of the rule that parked it; none never matches
+
+
+class RouteConfig(_Section):
+    """Where matching decisions go (instead of the workspace's usual chats, unless `to` lists
+    `default`), and who else sees them once a reminder went unanswered."""
+
+    when: RouteWhen = Field(default_factory=RouteWhen)
+    to: list[RouteTarget] = Field(default_factory=lambda: ["default"])
+    escalate_to: list[RouteTarget] = Field(default_factory=list)
+
+
 class BootstrapConfig(_Section):
     """What the first start creates so a newcomer can sign in at once."""
 
@@ -110,6 +166,7 @@ class Settings(BaseSettings):
     telegram: TelegramConfig = Field(default_factory=TelegramConfig)
     slack: SlackConfig = Field(default_factory=SlackConfig)
     profiles: dict[str, ProfileConfig] = Field(default_factory=dict)
+    routes: list[RouteConfig] = Field(default_factory=list)
     bootstrap: BootstrapConfig = Field(default_factory=BootstrapConfig)
 
     @classmethod

@@ -30,6 +30,7 @@ from tests.fakes.telegram_api import FakeTelegram, SentMessage
 
 RELAXED = Limits(per_interval=0.01, per_burst=100, window_count=10_000)
 User = Literal["alice", "carol", "stranger"]
+Where = Literal["usual", "oncall", "dm:alice", "dm:carol"]
 PLATFORMS = ["telegram", "slack"]
 WS = th.WS
 assert WS == sh.WS
@@ -117,6 +118,13 @@ class ChatDriver(Protocol):
 
     def shown(self, handle: Handle) -> Shown: ...
     def nudges(self) -> list[Nudge]: ...
+    def decision_in(self, where: Where, needle: str) -> Handle:
+        """The decision whose text contains `needle` in one place (routes): "usual" (the
+        workspace's chat), "oncall" (a second group or channel), "dm:alice", "dm:carol"."""
+        ...
+
+    def decisions_in(self, where: Where) -> list[Handle]: ...
+    def nudges_in(self, where: Where) -> list[str]: ...
     async def redeliver_nudge(self, task: Task, seq: int = 0) -> None: ...
     async def eventually(self, predicate: Callable[[], Any], timeout: float = 5.0) -> Any: ...
     async def restart(self) -> None: ...
@@ -273,6 +281,23 @@ class TelegramDriver(_Base):
     def shown(self, handle: Handle) -> Shown:
         message = self._message(handle)
         return Shown(message.text, bool(message.buttons))
+
+    def _chat(self, where: Where) -> int:
+        return {"usual": th.GROUP, "oncall": th.ONCALL, "dm:alice": th.ALICE,
+                "dm:carol": th.CAROL}[where]  # fmt: skip
+
+    def decisions_in(self, where: Where) -> list[Handle]:
+        return [
+            Handle(m.key) for m in self.fake.messages_in(self._chat(where)) if "Run id" in m.text
+        ]  # fmt: skip
+
+    def decision_in(self, where: Where, needle: str) -> Handle:
+        found = [h for h in self.decisions_in(where) if needle in self._message(h).text]
+        assert len(found) == 1, (where, needle, [self._message(h).text[:60] for h in found])
+        return found[0]
+
+    def nudges_in(self, where: Where) -> list[str]:
+        return [m.text for m in self.fake.messages_in(self._chat(where)) if m.text.startswith("⏰")]
 
     def nudges(self) -> list[Nudge]:
         names = {user_id: name for name, (user_id, _) in _TG_USERS.items()}
@@ -437,6 +462,28 @@ class SlackDriver(_Base):
         texts = _texts(message.blocks or []) or [_unescape(message.text)]
         return Shown("\n".join(texts), bool(message.elements))
 
+    def _channel(self, where: Where) -> str:
+        direct = self.fake.direct_channel
+        return {"usual": sh.CHANNEL, "oncall": sh.ONCALL, "dm:alice": direct(sh.ALICE),
+                "dm:carol": direct(sh.CAROL)}[where]  # fmt: skip
+
+    def decisions_in(self, where: Where) -> list[Handle]:
+        return [
+            Handle(m.key) for m in self.fake.messages_in(self._channel(where))
+            if m.from_bot and m.metadata is not None
+        ]  # fmt: skip
+
+    def decision_in(self, where: Where, needle: str) -> Handle:
+        found = [h for h in self.decisions_in(where) if needle in self.shown(h).text]
+        assert len(found) == 1, (where, needle, [self.shown(h).text[:60] for h in found])
+        return found[0]
+
+    def nudges_in(self, where: Where) -> list[str]:
+        return [
+            _unescape(m.text) for m in self.fake.messages_in(self._channel(where))
+            if m.from_bot and m.text.startswith("⏰")
+        ]  # fmt: skip
+
     def nudges(self) -> list[Nudge]:
         names = {user_id: name for name, user_id in _SL_USERS.items()}
         found = []
@@ -461,14 +508,21 @@ class SlackDriver(_Base):
 
 
 @contextlib.asynccontextmanager
-async def open_driver(platform: str, store: SqlStore, **world: Any) -> AsyncIterator[ChatDriver]:
+async def open_driver(
+    platform: str, store: SqlStore, *, routes: list[Any] | None = None,
+    decisions: dict[str, Any] | None = None, **world: Any,
+) -> AsyncIterator[ChatDriver]:  # fmt: skip
     """A driver for `platform` on a fresh fake and a world over `store`; closed after.
     Pacing is relaxed (the fakes here do not enforce rate limits): these tests are about
-    what is shown, not when."""
+    what is shown, not when. `routes` and `decisions`: those settings (the same for both
+    platforms: each keeps the targets it can show)."""
     driver: TelegramDriver | SlackDriver
     world.setdefault("limits", RELAXED)
+    configured = {"routes": routes, "decisions": decisions}
     if platform == "telegram":
         async with th.fake_telegram() as tg_fake:
+            if routes or decisions:
+                world["settings"] = th.settings_for(tg_fake, **configured)  # type: ignore[arg-type]
             tg_world = await th.build_world(store, tg_fake, **world)
             driver = TelegramDriver(store, tg_fake, tg_world, **world)
             try:
@@ -477,6 +531,8 @@ async def open_driver(platform: str, store: SqlStore, **world: Any) -> AsyncIter
                 await driver.close()
     elif platform == "slack":
         async with sh.fake_slack() as sl_fake:
+            if routes or decisions:
+                world["settings"] = sh.settings_for(sl_fake, **configured)  # type: ignore[arg-type]
             sl_world = await sh.build_world(store, sl_fake, **world)
             driver = SlackDriver(store, sl_fake, sl_world, **world)
             try:

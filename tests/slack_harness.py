@@ -34,6 +34,7 @@ CHANNEL = "C0APPROVE"
 ALICE = "U0ALICE"
 CAROL = "U0CAROL"
 STRANGER = "U0STRANGE"
+ONCALL = "C0ONCALL"  # a second channel, for routes
 WS = "acme"
 PUBLIC_URL = "https://approvals.example"
 
@@ -49,7 +50,13 @@ FAST = SlackTuning(
 QUICK = Limits(per_interval=0.01, per_burst=20, window_count=100_000)
 
 
-def settings_for(fake: FakeSlack, **slack: Any) -> Settings:
+def settings_for(
+    fake: FakeSlack,
+    *,
+    routes: list[Any] | None = None,
+    decisions: dict[str, Any] | None = None,
+    **slack: Any,
+) -> Settings:
     config: dict[str, Any] = {
         "enabled": True,
         "bot_token": BOT_TOKEN,
@@ -58,7 +65,12 @@ def settings_for(fake: FakeSlack, **slack: Any) -> Settings:
         "channel": CHANNEL,
         **slack,
     }
-    return Settings(slack=config, server={"public_url": PUBLIC_URL})  # type: ignore[arg-type]
+    return Settings(
+        slack=config,
+        server={"public_url": PUBLIC_URL},
+        routes=routes or [],
+        decisions=decisions or {},
+    )
 
 
 @dataclass
@@ -203,6 +215,7 @@ def new_fake(**kwargs: Any) -> FakeSlack:
     for user, name in ((ALICE, "alice"), (CAROL, "carol"), (STRANGER, "mallory")):
         fake.add_user(user, name)
     fake.add_channel(CHANNEL, [ALICE, CAROL, STRANGER], name="approvals")
+    fake.add_channel(ONCALL, [ALICE, CAROL], name="oncall")
     return fake
 
 

@@ -27,6 +27,7 @@ GROUP = -100200300
 ALICE = 1001
 CAROL = 1003
 STRANGER = 666
+ONCALL = -100999888  # a second group, for routes
 WS = "acme"
 PUBLIC_URL = "https://approvals.example"
 
@@ -39,6 +40,7 @@ FAST = Tuning(
 
 
 def settings_for(fake: FakeTelegram, *, mode: str = "polling", public_url: str = PUBLIC_URL,
+                 routes: list[Any] | None = None, decisions: dict[str, Any] | None = None,
                  **telegram: Any) -> Settings:  # fmt: skip
     config: dict[str, Any] = {
         "enabled": True,
@@ -48,7 +50,12 @@ def settings_for(fake: FakeTelegram, *, mode: str = "polling", public_url: str =
         "mode": mode,
         **telegram,
     }
-    return Settings(telegram=config, server={"public_url": public_url})  # type: ignore[arg-type]
+    return Settings(
+        telegram=config,
+        server={"public_url": public_url},
+        routes=routes or [],
+        decisions=decisions or {},
+    )
 
 
 @dataclass
@@ -174,6 +181,9 @@ async def close_world(world: TgWorld) -> None:
 async def fake_telegram(**kwargs: Any) -> AsyncIterator[FakeTelegram]:
     fake = FakeTelegram(TOKEN, **kwargs)
     fake.add_chat(GROUP, "supergroup", "Approvers")
+    fake.add_chat(ONCALL, "supergroup", "On call")
+    fake.add_chat(ALICE, "private", first_name="Alice")  # people's chats with the bot
+    fake.add_chat(CAROL, "private", first_name="Carol")
     await fake.start()
     try:
         yield fake

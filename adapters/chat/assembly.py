@@ -13,6 +13,7 @@ from adapters.chat.digests import Digests, DigestTuning
 from adapters.chat.pacing import Budget
 from adapters.chat.port import Platform
 from adapters.chat.presses import MemberOf, Presses
+from adapters.chat.routing import Routing
 from bot.ports import ChatState
 
 
@@ -25,13 +26,15 @@ class ChatLayer:
 
 def assemble(
     platform: Platform, chats: ChatState, link: CoreLink, budget: Budget,
-    tuning: DigestTuning, member_of: MemberOf, *, toggles: bool,
+    tuning: DigestTuning, member_of: MemberOf, *, toggles: bool, routing: Routing | None = None,
 ) -> ChatLayer:  # fmt: skip
     """`toggles`: the platform's multi-select buttons tick one option a press (Telegram), so
-    the ticks are kept in the store; otherwise the ticked options come with Submit (Slack)."""
+    the ticks are kept in the store; otherwise the ticked options come with Submit (Slack).
+    `routing`: the configured routes (routing.py); none, every decision goes to the
+    workspace's usual chat."""
     buttons = Buttons(platform.name, chats, lambda: link.service.secret, link.now)
     cards = Cards(link, buttons, Choices(platform.name, chats) if toggles else None)
-    notifier = ChatNotifier(platform, chats, link, cards)
+    notifier = ChatNotifier(platform, chats, link, cards, routing=routing)
     digests = Digests(platform, chats, link, buttons, budget, notifier.post_alone, tuning)
     notifier.coalescer = digests
     presses = Presses(

@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any, Protocol
 
 from adapters.chat.cards import Cards
 from adapters.chat.context import CoreLink
+from adapters.chat.places import Places
 from adapters.chat.port import MessageRef, Notice, NotYet, Place, Platform, Post, Press
 from adapters.chat.records import Delivery, swap, until_won
+from adapters.chat.routing import DEFAULT, Routed, Router, Routing
 from bot.domain import OutboxItem, Run, Task
 from bot.durations import format_duration
 from bot.ports import ChatCallback, ChatState, Versioned
@@ -44,7 +47,7 @@ class Coalescer(Protocol):
 class ChatNotifier:
     def __init__(
         self, platform: Platform, chats: ChatState, link: CoreLink, cards: Cards,
-        coalescer: Coalescer | None = None,
+        coalescer: Coalescer | None = None, routing: Routing | None = None,
     ) -> None:  # fmt: skip
         self.platform = platform
         self.name = platform.name
@@ -52,24 +55,34 @@ class ChatNotifier:
         self.link = link
         self.cards = cards
         self.coalescer = coalescer
+        self.routing = routing or Routing(Router(), 0)
+        self.places = Places(platform, chats, link, cards)
 
     async def healthy(self) -> bool:
         return await self.platform.healthy()
 
     async def deliver(self, item: OutboxItem, task: Task, run: Run) -> None:
-        place = self.platform.place_for(task.workspace_id)
-        if place is None:
+        routed = self.routing.router.route(task, run)
+        if routed is None and self.platform.place_for(task.workspace_id) is None:
             if item.kind == "posted":  # remembered, so a place configured later skips it too
                 await self.chats.swap_ref(self.name, task.id, {"skipped": True}, 0)
             return  # nowhere to show this workspace's decisions
+        places: list[Place] = []
+        if item.kind == "posted":
+            targets = routed.to if routed is not None else (DEFAULT,)
+            places = await self.places.resolve(task.workspace_id, targets)
+            if not places:  # routed, but to none of this platform's chats
+                await self.chats.swap_ref(self.name, task.id, {"skipped": True}, 0)
+                return
         if not await self.platform.healthy():
             raise NotYet(f"the {self.name} adapter is not running")
         if item.kind == "posted":
-            await self.post(task, run, place)
+            await self.post(task, run, places[0])
+            await self.places.post(task, run, places[1:])
         elif item.kind == "ended":
             await self.show_ending(task)
         elif item.kind == "nudge":
-            await self.nudge(task, int(item.payload.get("seq", 0)))
+            await self.nudge(task, int(item.payload.get("seq", 0)), run, routed)
 
     # the delivery record -------------------------------------------------------------------------
     async def record(self, task_id: str) -> Versioned:
@@ -186,23 +199,30 @@ class ChatNotifier:
             raise NotYet("the decision is not posted yet")
         if delivery.digest is not None and self.coalescer is not None:
             self.coalescer.touch(delivery.place)
-        if delivery.ended or not delivery.messages:
+        refs = delivery.refs()  # in every place it is shown in
+        if delivery.ended or not refs:
             return
         fresh = await self.link.task(task.id) or task
         run = await self.link.run(fresh.run_id)
         if run is None:
             return
-        for ref in delivery.refs():
+        for ref in refs:
             await self.cards.show(self.platform, ref, fresh, run, max_wait=30.0)
         await self.update(task.id, lambda d: replace(d, ended=True))
-        try:  # the run's thread shows one open decision less
-            await self.platform.open_thread(run, Place(delivery.place.chat))
-        except Exception as error:  # the count is cosmetic: the next change corrects it
-            log.info("%s: could not update a run's thread (%s)", self.name, type(error).__name__)
+        for chat in dict.fromkeys(ref.chat for ref in refs):
+            try:  # the run's thread shows one open decision less
+                await self.platform.open_thread(run, Place(chat))
+            except Exception as error:  # the count is cosmetic: the next change corrects it
+                log.info("%s: could not update a run's thread (%s)", self.name,
+                         type(error).__name__)  # fmt: skip
 
     # nudges ------------------------------------------------------------------------------------
-    async def nudge(self, task: Task, seq: int) -> None:
-        """Remind the approvers, once per nudge number, in reply to the decision."""
+    async def nudge(
+        self, task: Task, seq: int, run: Run | None = None, routed: Routed | None = None
+    ) -> None:
+        """Remind the approvers, once per nudge number and place, in reply to the decision
+        there. When an earlier reminder went unanswered (or this is the last one), the
+        decision is first shown where its routes escalate to (once: a copy each)."""
         fresh = await self.link.task(task.id) or task
         if not fresh.parked or fresh.deadline is None:
             return  # ended since the clock fired: the ending says it
@@ -211,37 +231,61 @@ class ChatNotifier:
             return
         if not delivery.shown or delivery.place is None:
             raise NotYet("the decision is not posted yet")
-        step, key, now = f"nudge:{seq}", str(seq), time.time()
-        if key in delivery.nudges:
-            return
-        if delivery.claimed(step, now):
-            raise NotYet(f"{step} in flight elsewhere")
+        if routed is not None and routed.escalate_to and run is not None:
+            earlier = [int(k) for k in delivery.nudges if k.isdigit()]
+            if self.routing.escalates(seq, earlier):
+                places = await self.places.resolve(fresh.workspace_id, routed.escalate_to)
+                await self.places.post(fresh, run, places, escalation=True)
+                delivery = Delivery.of((await self.record(task.id)).data)
+        left = format_duration(fresh.deadline - self.link.now())
+        members = await self.link.members(fresh.workspace_id)
+        mentions = tuple(m for m in map(self.platform.mention, members) if m)
+        what = "question" if fresh.kind == "ask" else fresh.tool
+        notice = Notice(f"expires in {left}", bold=what, mentions=mentions, icon="⏰")
+
+        own, place = delivery.own_refs(), delivery.place
+
+        async def main() -> str:
+            if own:
+                reply = own[0]
+                where = Place(reply.chat, reply.thread)
+                sent = await self.platform.post(where, notice, reply_to=reply, max_wait=30.0)
+                return sent.id
+            if self.coalescer is not None and place is not None:  # on a digest: its line
+                self.coalescer.touch(place)  # shows the time left
+            return ""
+
+        await self._once(task.id, str(seq), main)
+        for copy in delivery.copies:
+            ref = copy.ref
+            if ref is None:
+                continue
+
+            async def in_copy(ref: MessageRef = ref) -> str:
+                where = Place(ref.chat, ref.thread)
+                sent = await self.platform.post(where, notice, reply_to=ref, max_wait=30.0)
+                return sent.id
+
+            await self._once(task.id, f"{seq}@{ref.chat}", in_copy)
+
+    async def _once(self, task_id: str, key: str, send: Callable[[], Awaitable[str]]) -> None:
+        """Run `send` once for `key` of the task's record (claimed first, so a redelivered
+        item or another instance sends nothing), recording the message id it answers."""
+        step, now = f"nudge:{key}", time.time()
         claimed = await swap(
-            lambda: self.chats.get_ref(self.name, task.id),
-            lambda data, version: self.chats.swap_ref(self.name, task.id, data, version),
+            lambda: self.chats.get_ref(self.name, task_id),
+            lambda data, version: self.chats.swap_ref(self.name, task_id, data, version),
             lambda data: _claim(Delivery.of(data), step, key, now),
         )
         if claimed is None:
-            return  # done meanwhile, by another instance
+            return  # done before, or meanwhile by another instance
         try:
-            message_id = ""
-            refs = delivery.refs()
-            if refs:
-                left = format_duration(fresh.deadline - self.link.now())
-                members = await self.link.members(fresh.workspace_id)
-                mentions = tuple(m for m in map(self.platform.mention, members) if m)
-                what = "question" if fresh.kind == "ask" else fresh.tool
-                notice = Notice(f"expires in {left}", bold=what, mentions=mentions, icon="⏰")
-                place = Place(refs[0].chat, refs[0].thread)
-                sent = await self.platform.post(place, notice, reply_to=refs[0], max_wait=30.0)
-                message_id = sent.id
-            elif self.coalescer is not None:  # on a digest: its line shows the time left
-                self.coalescer.touch(delivery.place)
+            message_id = await send()
         except BaseException:
-            await self.update(task.id, lambda d: d.release(step))
+            await self.update(task_id, lambda d: d.release(step))
             raise
         await self.update(
-            task.id, lambda d: replace(d, nudges={**d.nudges, key: message_id}).release(step)
+            task_id, lambda d: replace(d, nudges={**d.nudges, key: message_id}).release(step)
         )
 
 

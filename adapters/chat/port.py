@@ -145,4 +145,9 @@ class Platform(Protocol):
         """Where a workspace's decisions are posted; None: nowhere."""
         ...
 
+    async def direct(self, member: Member) -> Place | None:
+        """The member's direct-message conversation with the bot (a route's `member:NAME`);
+        None if they have no identity here."""
+        ...
+
     async def healthy(self) -> bool: ...

@@ -98,7 +98,7 @@ class Presses:
             return
         ref = await self.chats.get_ref(self.via, task.id)
         delivery = Delivery.of(ref.data if ref else {})
-        if message.id not in delivery.messages:
+        if not delivery.shows(message):  # on a digest page
             if self._touch is not None:
                 self._touch(Place(message.chat))
             return

@@ -62,6 +62,45 @@ def _strs(values: Any) -> list[str]:
 
 
 @dataclass(frozen=True)
+class Copy:
+    """The decision shown in one more place (routing.py): another channel, a person's direct
+    messages, or where it was escalated to. `message` is "" until it is posted; `attempts`
+    as for the main post (>0 with no message: one may have gone out unseen)."""
+
+    place: Place
+    message: str = ""
+    attempts: int = 0
+    escalation: bool = False
+
+    @classmethod
+    def of(cls, data: dict[str, Any]) -> Copy:
+        return cls(
+            Place(str(data.get("chat", "")), data.get("thread")),
+            str(data.get("message") or ""),
+            int(data.get("attempts") or 0),
+            bool(data.get("escalation")),
+        )
+
+    def data(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"chat": self.place.chat}
+        if self.place.thread is not None:
+            out["thread"] = self.place.thread
+        if self.message:
+            out["message"] = self.message
+        if self.attempts:
+            out["attempts"] = self.attempts
+        if self.escalation:
+            out["escalation"] = True
+        return out
+
+    @property
+    def ref(self) -> MessageRef | None:
+        if not self.message:
+            return None
+        return MessageRef(self.place.chat, self.message, self.place.thread)
+
+
+@dataclass(frozen=True)
 class Delivery:
     """What one platform shows about one decision."""
 
@@ -73,6 +112,7 @@ class Delivery:
     nudges: dict[str, str] = field(default_factory=dict)  # nudge number -> message id ("")
     claims: dict[str, float] = field(default_factory=dict)  # step -> claimed until (epoch s)
     attempts: int = 0  # posts tried; >0 with no message: one may have gone out unseen
+    copies: tuple[Copy, ...] = ()  # the other places it is shown in (routes, escalation)
 
     @classmethod
     def of(cls, data: dict[str, Any]) -> Delivery:
@@ -88,6 +128,7 @@ class Delivery:
             nudges={str(k): str(v) for k, v in (data.get("nudges") or {}).items()},
             claims={str(k): float(v) for k, v in (data.get("claims") or {}).items()},
             attempts=int(data.get("attempts") or 0),
+            copies=tuple(Copy.of(c) for c in data.get("copies") or [] if isinstance(c, dict)),
         )
 
     def data(self) -> dict[str, Any]:
@@ -110,6 +151,8 @@ class Delivery:
             out["claims"] = dict(self.claims)
         if self.attempts:
             out["attempts"] = self.attempts
+        if self.copies:
+            out["copies"] = [c.data() for c in self.copies]
         return out
 
     @property
@@ -118,9 +161,31 @@ class Delivery:
         return bool(self.messages) or self.digest is not None
 
     def refs(self) -> list[MessageRef]:
+        """Every message of the decision: its own ones, then its copies'."""
+        return [*self.own_refs(), *(c.ref for c in self.copies if c.ref is not None)]
+
+    def own_refs(self) -> list[MessageRef]:
         if self.place is None:
             return []
         return [MessageRef(self.place.chat, m, self.place.thread) for m in self.messages]
+
+    def shows(self, ref: MessageRef) -> bool:
+        """Is `ref` one of the decision's messages (in any place)?"""
+        return any((r.chat, r.id) == (ref.chat, ref.id) for r in self.refs())
+
+    def copy_in(self, chat: str) -> Copy | None:
+        return next((c for c in self.copies if c.place.chat == chat), None)
+
+    def with_copy(self, copy: Copy) -> Delivery:
+        """`copy` in place of the one in its chat (or added at the end)."""
+        copies = list(self.copies)
+        for i, existing in enumerate(copies):
+            if existing.place.chat == copy.place.chat:
+                copies[i] = copy
+                break
+        else:
+            copies.append(copy)
+        return replace(self, copies=tuple(copies))
 
     def claimed(self, step: str, now: float) -> bool:
         return self.claims.get(step, 0.0) > now

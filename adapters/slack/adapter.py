@@ -37,6 +37,7 @@ from adapters.chat.port import MessageRef, Press
 from adapters.chat.presses import NOT_APPROVER, question_options
 from adapters.chat.records import Delivery
 from adapters.chat.redact import redact_everywhere
+from adapters.chat.routing import Routing
 from adapters.slack.format import selected_options
 from adapters.slack.platform import CHANNEL, TEXT_BLOCK, TEXT_VIEW, SlackPlatform
 from bot.config import ConfigError, Settings
@@ -105,8 +106,9 @@ class SlackAdapter:
             config, self.client, chats, self.link, self.budget, lambda: self.running
         )
         # Slack sends the ticked options with Submit: no toggles kept.
+        routing = Routing.of(settings.routes, settings.decisions.nudge_before)
         layer = assemble(self.platform, chats, self.link, self.budget, self.tuning.digests,
-                         self._member_of, toggles=False)  # fmt: skip
+                         self._member_of, toggles=False, routing=routing)  # fmt: skip
         self.notifier, self.digests, self.presses = layer.notifier, layer.digests, layer.presses
         self.app = AsyncApp(
             client=self.client,

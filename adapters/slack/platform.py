@@ -50,8 +50,10 @@ _MODALS = {
 }
 
 
-def thread_key(run_id: str) -> str:
-    return f"thread:{run_id}"
+def thread_key(run_id: str, chat: str | None = None) -> str:
+    """The run's thread record: in the workspace's usual channel `thread:RUN`, in any other
+    channel a route shows it in (or a person's direct messages) `thread:RUN@CHANNEL`."""
+    return f"thread:{run_id}" if chat is None else f"thread:{run_id}@{chat}"
 
 
 def ts_key(chat: str, ts: str) -> str:
@@ -84,10 +86,31 @@ class SlackPlatform:
         self._running = running
         self.retry_afters = 0  # 429s received (the bench reports them)
         self._announce: set[str] = set()  # threads whose first decision is still to come
-        self._parents: dict[str, asyncio.Task[None]] = {}  # run id -> its parent's refresh
+        self._parents: dict[str, asyncio.Task[None]] = {}  # thread key -> its parent's refresh
+        self._directs: dict[str, str] = {}  # user id -> their direct-message channel (D…)
 
     def place_for(self, workspace_id: str) -> Place | None:
         channel = self.config.workspace_channels.get(workspace_id, self.config.channel)
+        return Place(channel) if channel else None
+
+    async def direct(self, member: Member) -> Place | None:
+        """The member's direct messages with the app (`conversations.open`, kept per process:
+        Slack answers the same channel every time)."""
+        user = member.slack_user_id
+        if not user or not _USER_ID.match(user):
+            return None
+        if user not in self._directs:
+            try:
+                response = await self._call(
+                    user, lambda: self.client.conversations_open(users=user), max_wait=None,
+                    pace=False,
+                )  # fmt: skip
+            except SlackApiError as error:  # not a user of this Slack (any more): skip them
+                log.info("slack: no direct messages with a member (%s)",
+                         error.response.get("error"))  # fmt: skip
+                return None
+            self._directs[user] = str((response.get("channel") or {}).get("id", ""))
+        channel = self._directs[user]
         return Place(channel) if channel else None
 
     async def healthy(self) -> bool:
@@ -222,13 +245,18 @@ class SlackPlatform:
         return True
 
     # threads -----------------------------------------------------------------------------------
+    def _thread_key(self, run: Run, chat: str) -> str:
+        usual = self.place_for(run.workspace_id)
+        return thread_key(run.id, None if usual is not None and usual.chat == chat else chat)
+
     async def open_thread(self, run: Run, place: Place) -> Place:
-        """The run's thread in `place` (created once), its parent's count refreshed soon."""
-        key = thread_key(run.id)
+        """The run's thread in `place` (created once per channel), its parent's count
+        refreshed soon."""
+        key = self._thread_key(run, place.chat)
         found = await self.chats.get_record(CHANNEL, key)
         thread = RunThread.of(found.data) if found else RunThread()
         if thread.ts:
-            self._refresh_parent_soon(run)
+            self._refresh_parent_soon(run, key)
             return Place(thread.chat, thread.ts)
         now = time.time()
         if thread.claimed_until > now:
@@ -249,12 +277,14 @@ class SlackPlatform:
                 max_wait=None,
             )
         except BaseException:
-            await self._update_thread(run.id, lambda t: RunThread(chat=t.chat))
+            await self._update_thread(key, lambda t: RunThread(chat=t.chat))
             raise
         ts = str(response["ts"])
-        await self.chats.swap_record(CHANNEL, ts_key(place.chat, ts), {"run_id": run.id}, 0)
+        await self.chats.swap_record(
+            CHANNEL, ts_key(place.chat, ts), {"run_id": run.id, "key": key}, 0
+        )
         done = RunThread(chat=place.chat, ts=ts, waiting=waiting)
-        await self._update_thread(run.id, lambda _: done)
+        await self._update_thread(key, lambda _: done)
         self._announce.add(ts)
         return Place(place.chat, ts)
 
@@ -262,19 +292,18 @@ class SlackPlatform:
         found = await self.chats.get_record(CHANNEL, ts_key(chat, ts))
         return str(found.data["run_id"]) if found and "run_id" in found.data else None
 
-    async def _update_thread(self, run_id: str, change: Callable[[RunThread], RunThread]) -> None:
+    async def _update_thread(self, key: str, change: Callable[[RunThread], RunThread]) -> None:
         await swap(
-            lambda: self.chats.get_record(CHANNEL, thread_key(run_id)),
-            lambda data, version: self.chats.swap_record(
-                CHANNEL, thread_key(run_id), data, version
-            ),
+            lambda: self.chats.get_record(CHANNEL, key),
+            lambda data, version: self.chats.swap_record(CHANNEL, key, data, version),
             lambda data: change(RunThread.of(data)).data(),
         )
 
     async def _announced(self, chat: str, ts: str) -> None:
-        run_id = await self.run_of_thread(chat, ts)
-        if run_id is not None:
-            await self._update_thread(run_id, lambda t: RunThread(
+        found = await self.chats.get_record(CHANNEL, ts_key(chat, ts))
+        if found is not None and "run_id" in found.data:
+            key = str(found.data.get("key") or thread_key(str(found.data["run_id"])))
+            await self._update_thread(key, lambda t: RunThread(
                 chat=t.chat, ts=t.ts, waiting=t.waiting, announced=True,
             ))  # fmt: skip
 
@@ -283,18 +312,18 @@ class SlackPlatform:
             run.title or run.id, run.profile, waiting, run_url(self.link.base_url, run.id)
         )
 
-    def _refresh_parent_soon(self, run: Run, delay: float = 0.5) -> None:
+    def _refresh_parent_soon(self, run: Run, key: str, delay: float = 0.5) -> None:
         """Bring the parent's count up to date once a burst of changes settles (one edit for
         many parks or endings)."""
-        if run.id in self._parents and not self._parents[run.id].done():
+        if key in self._parents and not self._parents[key].done():
             return
-        self._parents[run.id] = asyncio.create_task(self._refresh_parent(run, delay))
+        self._parents[key] = asyncio.create_task(self._refresh_parent(run, key, delay))
 
-    async def _refresh_parent(self, run: Run, delay: float) -> None:
+    async def _refresh_parent(self, run: Run, key: str, delay: float) -> None:
         await asyncio.sleep(delay)
-        self._parents.pop(run.id, None)
+        self._parents.pop(key, None)
         try:
-            found = await self.chats.get_record(CHANNEL, thread_key(run.id))
+            found = await self.chats.get_record(CHANNEL, key)
             thread = RunThread.of(found.data) if found else RunThread()
             waiting = len(await self.link.parked_tasks(run.id))
             if not thread.ts or waiting == thread.waiting:
@@ -302,7 +331,7 @@ class SlackPlatform:
             text, blocks = self._parent(run, waiting)
             await self.client.chat_update(channel=thread.chat, ts=thread.ts, text=text,
                                           blocks=blocks)  # fmt: skip
-            await self._update_thread(run.id, lambda t: RunThread(
+            await self._update_thread(key, lambda t: RunThread(
                 chat=t.chat, ts=t.ts, waiting=waiting, announced=t.announced,
             ))  # fmt: skip
         except Exception as error:  # cosmetic: the next change corrects it

@@ -42,6 +42,7 @@ from adapters.chat.context import CoreLink
 from adapters.chat.digests import DigestTuning
 from adapters.chat.pacing import Budget, Limits
 from adapters.chat.redact import redact_everywhere
+from adapters.chat.routing import Routing
 from adapters.telegram.calls import TelegramCalls
 from adapters.telegram.handlers import Handlers
 from adapters.telegram.platform import CHANNEL, TelegramPlatform, is_group
@@ -107,8 +108,9 @@ class TelegramAdapter:
         self.platform = TelegramPlatform(
             self.config, self.calls, chats, self.link, lambda: self.running
         )
+        routing = Routing.of(settings.routes, settings.decisions.nudge_before)
         layer = assemble(self.platform, chats, self.link, self.budget, self.tuning.digests,
-                         self._member_of, toggles=True)  # fmt: skip
+                         self._member_of, toggles=True, routing=routing)  # fmt: skip
         self.notifier, self.digests, self.presses = layer.notifier, layer.digests, layer.presses
         self.handlers = Handlers(self.presses, chats, self.calls)
         self.application = self._build(token)

@@ -54,6 +54,12 @@ class TelegramPlatform:
         chat = self.config.workspace_chats.get(workspace_id, self.config.chat_id)
         return None if chat is None else Place(str(chat))
 
+    async def direct(self, member: Member) -> Place | None:
+        """A person's private chat with the bot has their user id as its id (they must have
+        pressed Start once, or Telegram refuses to deliver)."""
+        user = member.telegram_user_id
+        return None if user is None else Place(str(user))
+
     async def healthy(self) -> bool:
         return self._running()
 

@@ -11,7 +11,8 @@ from ``Authorization: Bearer …`` or, for form and query requests only, a ``tok
 answer 429 with ``Retry-After: N`` and ``{"ok": false, "error": "ratelimited"}``.
 
 Implemented methods: auth.test, chat.postMessage, chat.update, chat.postEphemeral, views.open,
-conversations.replies, apps.connections.open. Any other method answers ``unknown_method``.
+conversations.replies, conversations.open, apps.connections.open. Any other method answers
+``unknown_method``.
 
 What it checks (error codes are Slack's):
 
@@ -38,6 +39,10 @@ What it checks (error codes are Slack's):
   blocks; ``callback_id`` and ``external_id`` at most 255, ``private_metadata`` at most 3000
   characters; ``submit`` required when there is an input block. A violation answers
   ``invalid_arguments`` with Slack's ``response_metadata.messages``.
+* conversations.open: ``users`` is one user id (several, a group DM, are not implemented:
+  ``not_implemented``); none ``users_list_not_supplied``; a user unknown to the fake
+  ``user_not_found``. It answers the same ``D…`` channel for a user every time, registered as a
+  channel whose members are the bot and that user.
 * conversations.replies: unknown thread ``thread_not_found``; the parent first, then the
   replies oldest first; ``metadata`` only with ``include_all_metadata``; ``limit`` and
   ``cursor`` paginate (``has_more``, ``response_metadata.next_cursor``; a bad cursor
@@ -1642,6 +1647,7 @@ class FakeSlack:
             "chat.postEphemeral": self._post_ephemeral,
             "views.open": self._views_open,
             "conversations.replies": self._conversations_replies,
+            "conversations.open": self._conversations_open,
             "apps.connections.open": self._connections_open,
         }
 
@@ -1851,6 +1857,24 @@ class FakeSlack:
                 "next_cursor": base64.b64encode(f"next_ts:{next_ts}".encode()).decode("ascii")
             }
         return body
+
+    async def _conversations_open(self, params: dict[str, Any]) -> dict[str, Any]:
+        users = [u.strip() for u in _str(params.get("users")).split(",") if u.strip()]
+        if not users:
+            raise _ApiError("users_list_not_supplied", "conversations.open needs users")
+        if len(users) > 1:
+            raise _ApiError("not_implemented", "the fake opens one-person DMs only")
+        user = users[0]
+        if user not in self.users:
+            raise _ApiError("user_not_found", f"no user {user!r}")
+        channel_id = "D" + user[1:]
+        if channel_id not in self.channels:
+            self.channels[channel_id] = _Channel(channel_id, channel_id.lower(), {user}, True)
+        return {"channel": {"id": channel_id, "is_im": True, "user": user}}
+
+    def direct_channel(self, user: str) -> str:
+        """The DM channel conversations.open answers for `user`."""
+        return "D" + user[1:]
 
     async def _connections_open(self, params: dict[str, Any]) -> dict[str, Any]:
         ticket = secrets.token_hex(16)
