@@ -5,8 +5,11 @@ who decides over the API; a closed port for "the service is unreachable"."""
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest_asyncio
@@ -103,3 +106,15 @@ async def with_person(agent_side: Awaitable[Any], *steps: Callable[[], Awaitable
     for step in steps:
         await asyncio.wait_for(step(), 15)
     return await asyncio.wait_for(waiting, 15)
+
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+def load_example(name: str) -> ModuleType:
+    """An example as a module (not run): its `main(url, token, workspace, say)`."""
+    spec = importlib.util.spec_from_file_location(f"example_{name}", EXAMPLES / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -22,6 +22,7 @@ from tests.frameworks_harness import (
     closed_port,
     framework_fixtures,
     keywords,
+    load_example,
     next_decision,
 )
 from tests.frameworks_harness import with_person as person_meanwhile
@@ -155,3 +156,21 @@ async def test_bare_callback_reads_the_environment_with_the_claude_code_profile(
     assert result == PermissionResultDeny(message="Bash was not run: denied by alice: no")
     assert person.seen[0].tool == "bash"  # the profile's alias
     close_gates()
+
+
+async def test_the_example_runs_against_the_service(api: Served, alice: sdk.Workspace) -> None:
+    """The example drives the real SDK client (`ClaudeSDKClient`) over its offline transport:
+    the permission requests travel the SDK's own control protocol to the callback."""
+    example = load_example("claude_agent_sdk_agent")
+    person = Person(alice)
+    lines = await person_meanwhile(
+        example.main(api.url, api.token("agent"), api.ws, lambda _line: None),
+        lambda: person.answer("staging"),
+        person.approve,
+    )
+    assert lines == [
+        "Read deploy.toml: allowed",
+        "Asked where to deploy: staging",
+        "Bash make deploy ENV=staging: allowed",
+    ]
+    assert person.seen[1].tool_input == {"command": "make deploy ENV=staging"}

@@ -24,6 +24,7 @@ from tests.frameworks_harness import (
     closed_port,
     framework_fixtures,
     keywords,
+    load_example,
     with_person,
 )
 from tests.http_harness import Served
@@ -241,3 +242,17 @@ async def test_the_environment_finds_the_service(
                             lambda: person.deny("no"))  # fmt: skip
     assert tool_messages(out)["deploy"].content == "deploy was not run: denied by alice: no"
     close_gates()
+
+
+async def test_the_example_runs_against_the_service(api: Served, alice: sdk.Workspace) -> None:
+    example = load_example("langchain_agent")
+    said: list[str] = []
+    person = Person(alice)
+    final = await with_person(
+        example.main(api.url, api.token("agent"), api.ws, said.append),
+        lambda: person.answer("staging"),
+        person.approve,
+    )
+    assert final == "Finished: deployed to staging"
+    assert "ask_human: staging" in said
+    assert (person.seen[1].tool, person.seen[1].tool_input) == ("deploy", {"env": "staging"})

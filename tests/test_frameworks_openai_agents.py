@@ -38,6 +38,7 @@ from tests.frameworks_harness import (
     closed_port,
     framework_fixtures,
     keywords,
+    load_example,
     with_person,
 )
 from tests.http_harness import Served
@@ -233,3 +234,17 @@ async def test_unreachable_service_or_bad_token_runs_nothing(api: Served) -> Non
         "check APPROVALBOT_TOKEN"
     )
     assert tools.ran == []
+
+
+async def test_the_example_runs_against_the_service(api: Served, alice: sdk.Workspace) -> None:
+    example = load_example("openai_agents_agent")
+    said: list[str] = []
+    person = Person(alice)
+    final = await with_person(
+        example.main(api.url, api.token("agent"), api.ws, said.append),
+        lambda: person.answer("production"),
+        lambda: person.deny("production is frozen today"),
+    )
+    assert final == "Finished: deploy was not run: denied by alice: production is frozen today"
+    assert (person.seen[1].tool, person.seen[1].tool_input) == ("deploy", {"env": "production"})
+    assert person.seen[0].run_id == person.seen[1].run_id
