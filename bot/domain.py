@@ -100,6 +100,11 @@ class Run:
     executor_id: str | None = None
     parent_run: str | None = None
     held_task_key: str | None = None
+    # Allow rules learned from people's decisions (`{"id", "rule"}`, bot/learning.py): those of
+    # its profile when it was declared, and those learned in it since. `rules_version` counts
+    # their changes, so every instance's frozen copy of the run notices one.
+    learned_rules: list[dict[str, Any]] = field(default_factory=list)
+    rules_version: int = 0
 
 
 @dataclass(slots=True)
@@ -132,6 +137,8 @@ class Task:
     resolution_token_hash: str | None = None
     required_approvals: int = 1
     retry_of: str | None = None
+    # The input a person approved when they edited it before approving (None: not edited).
+    approved_input: Any = None
 
     @property
     def parked(self) -> bool:
@@ -148,6 +155,7 @@ class Ending:
     via: str
     error: dict[str, str] | None = None
     resolution: dict[str, Any] | None = None
+    approved_input: Any = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from bot.domain import (
     Application,
@@ -30,6 +30,9 @@ from bot.domain import (
     Timer,
     Workspace,
 )
+
+if TYPE_CHECKING:
+    from bot.learning import LearnedRule
 
 
 class DuplicateKey(Exception):
@@ -87,9 +90,16 @@ class RunTx(Protocol):
 
     async def get_run_state(
         self, run_id: str, *, for_update: bool = False
-    ) -> tuple[RunState, str | None] | None:
-        """(state, held_task_key): the only parts of a run that change after creation."""
+    ) -> tuple[RunState, str | None, int] | None:
+        """(state, held_task_key, rules_version): the parts of a run that change after
+        creation (the version counts changes of its learned rules)."""
         ...
+
+    async def set_learned_rules(self, run_id: str, learned: Sequence[dict[str, Any]]) -> None:
+        """Replace the run's learned rules and bump its `rules_version`."""
+        ...
+
+    async def recent_calls(self, workspace_id: str, since: datetime, limit: int) -> list[Task]: ...
 
     async def set_run_state(
         self,
@@ -136,7 +146,18 @@ class JournalTx(Protocol):
     async def finish_timers(self, timer_ids: Sequence[str]) -> None: ...
 
 
-class Tx(IdentityTx, ExecutorTx, RunTx, JournalTx, Protocol):
+class LearnedRuleTx(Protocol):
+    """Rules learned from decisions, listed per workspace (a run keeps its own copy)."""
+
+    async def insert_learned_rule(self, rule: LearnedRule) -> None: ...
+    async def get_learned_rule(self, rule_id: str) -> LearnedRule | None: ...
+    async def learned_rules(
+        self, workspace_id: str, *, profile: str | None = None
+    ) -> list[LearnedRule]: ...
+    async def delete_learned_rule(self, rule_id: str) -> bool: ...
+
+
+class Tx(IdentityTx, ExecutorTx, RunTx, JournalTx, LearnedRuleTx, Protocol):
     """One transaction. Reads see the transaction's own writes."""
 
 

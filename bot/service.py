@@ -19,8 +19,10 @@ from bot.decisions import (
     check_answer,
     ending_word,
 )
+from bot.learning import AllowSpec, LearnedRule, Proposal
 from bot.lifecycle.calls import Calls
 from bot.lifecycle.executors import Executors
+from bot.lifecycle.learn import UNEDITED
 from bot.lifecycle.questions import Questions
 from bot.lifecycle.reading import Reading
 from bot.lifecycle.review import Reviews
@@ -29,10 +31,14 @@ from bot.lifecycle.runs import KEY_LIMIT, Runs, retry_key
 # Surfaces import these from here too.
 __all__ = [
     "KEY_LIMIT",
+    "UNEDITED",
+    "AllowSpec",
     "ApprovalService",
     "CallSpec",
     "DecisionSettings",
+    "LearnedRule",
     "Profile",
+    "Proposal",
     "Receipt",
     "RunSpec",
     "already_decided",

@@ -20,6 +20,7 @@ from bot.domain import (
     Timer,
     Workspace,
 )
+from bot.learning import LearnedRule
 
 
 def ts(value: datetime) -> float:
@@ -105,6 +106,8 @@ def run_values(run: Run) -> dict[str, Any]:
         "executor_id": run.executor_id,
         "parent_run": run.parent_run,
         "held_task_key": run.held_task_key,
+        "learned_rules": run.learned_rules,
+        "rules_version": run.rules_version,
         "created_at": ts(run.created_at),
     }
 
@@ -125,6 +128,8 @@ def run(row: Mapping[str, Any]) -> Run:
         executor_id=row["executor_id"],
         parent_run=row["parent_run"],
         held_task_key=row["held_task_key"],
+        learned_rules=row["learned_rules"] or [],
+        rules_version=row["rules_version"],
     )
 
 
@@ -132,7 +137,7 @@ _TASK_PLAIN = (
     "id", "run_id", "workspace_id", "key", "kind", "origin", "tool_name", "tool", "tool_input",
     "state", "error", "failure_policy", "addressee", "resolved_by", "via", "resolution", "why",
     "rule_index", "request_hash", "appended_by", "resolution_token_hash", "required_approvals",
-    "retry_of",
+    "retry_of", "approved_input",
 )  # fmt: skip
 
 
@@ -211,4 +216,34 @@ def outbox(row: Mapping[str, Any]) -> OutboxItem:
         created_at=dt(row["created_at"]),
         attempts=row["attempts"],
         payload=row["payload"] or {},
+    )
+
+
+def learned_rule_values(rule: LearnedRule) -> dict[str, Any]:
+    return {
+        "id": rule.id,
+        "workspace_id": rule.workspace_id,
+        "scope": rule.scope,
+        "profile": rule.profile,
+        "run_id": rule.run_id,
+        "rule": rule.rule,
+        "added_by": rule.added_by,
+        "from_run_id": rule.from_run_id,
+        "from_key": rule.from_key,
+        "created_at": ts(rule.at),
+    }
+
+
+def learned_rule(row: Mapping[str, Any]) -> LearnedRule:
+    return LearnedRule(
+        id=row["id"],
+        workspace_id=row["workspace_id"],
+        rule=row["rule"],
+        scope=row["scope"],
+        profile=row["profile"],
+        run_id=row["run_id"],
+        added_by=row["added_by"],
+        from_run_id=row["from_run_id"],
+        from_key=row["from_key"],
+        at=dt(row["created_at"]),
     )

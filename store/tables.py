@@ -100,6 +100,8 @@ class RunRow(SQLModel, table=True):
     executor_id: str | None = Field(default=None, max_length=40)
     parent_run: str | None = Field(default=None, max_length=40)
     held_task_key: str | None = None
+    learned_rules: Any = _json()
+    rules_version: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
     created_at: float
 
 
@@ -156,6 +158,24 @@ class TaskRow(SQLModel, table=True):
     resolution_token_hash: str | None = Field(default=None, max_length=64)
     required_approvals: int = 1
     retry_of: str | None = None
+    approved_input: Any = _json()
+    created_at: float
+
+
+class LearnedRuleRow(SQLModel, table=True):
+    """An allow rule a person learned from a decision ("approve always"): for one run, or for
+    the runs declared from a profile afterwards (and the run it came from)."""
+
+    __tablename__ = "learned_rule"
+    id: str = Field(primary_key=True, max_length=40)
+    workspace_id: str = Field(index=True, max_length=64)
+    scope: str = Field(max_length=16)
+    profile: str | None = Field(default=None, max_length=200)
+    run_id: str | None = Field(default=None, max_length=40)
+    rule: Any = _json(nullable=False)
+    added_by: str = Field(max_length=200)
+    from_run_id: str = Field(max_length=40)
+    from_key: str = Field(max_length=200)
     created_at: float
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -17,7 +18,9 @@ from store.prepared import Prepared
 from store.txbase import REVIEW, RUN, RUN_SEQ, TASK, TxBase
 
 # The statements every append runs (store/prepared.py).
-_RUN_STATE = sa.select(RUN.c.state, RUN.c.held_task_key).where(RUN.c.id == sa.bindparam("run"))
+_RUN_STATE = sa.select(RUN.c.state, RUN.c.held_task_key, RUN.c.rules_version).where(
+    RUN.c.id == sa.bindparam("run")
+)
 _RUN_STATE_Q = {False: Prepared(_RUN_STATE), True: Prepared(_RUN_STATE.with_for_update())}
 _RUN = sa.select(RUN).where(RUN.c.id == sa.bindparam("run"))
 _RUN_Q = {False: Prepared(_RUN), True: Prepared(_RUN.with_for_update())}
@@ -48,9 +51,17 @@ class RunTx(TxBase):
 
     async def get_run_state(
         self, run_id: str, *, for_update: bool = False
-    ) -> tuple[RunState, str | None] | None:
+    ) -> tuple[RunState, str | None, int] | None:
         rows = await self._exec(_RUN_STATE_Q[for_update and self.postgres], {"run": run_id})
-        return (rows[0][0], rows[0][1]) if rows else None
+        return (rows[0][0], rows[0][1], rows[0][2]) if rows else None
+
+    async def set_learned_rules(self, run_id: str, learned: Sequence[dict[str, Any]]) -> None:
+        """Replace the run's learned rules and count the change (`rules_version`)."""
+        await self.conn.execute(
+            sa.update(RUN)
+            .where(RUN.c.id == run_id)
+            .values(learned_rules=list(learned), rules_version=RUN.c.rules_version + 1)
+        )
 
     async def set_run_state(
         self,
@@ -114,6 +125,20 @@ class RunTx(TxBase):
         stmt = sa.select(TASK).where(TASK.c.run_id == run_id).order_by(TASK.c.created_at)
         return [cv.task(r) for r in await self._all(stmt)]
 
+    async def recent_calls(self, workspace_id: str, since: datetime, limit: int) -> list[Task]:
+        """The workspace's tool calls since `since`, newest first (the replay of a proposal)."""
+        stmt = (
+            sa.select(TASK)
+            .where(
+                TASK.c.workspace_id == workspace_id,
+                TASK.c.kind == "tool_call",
+                TASK.c.created_at >= cv.ts(since),
+            )
+            .order_by(TASK.c.created_at.desc(), TASK.c.id.desc())
+            .limit(limit)
+        )
+        return [cv.task(r) for r in await self._all(stmt)]
+
     async def end_task(
         self, task_id: str, from_states: Sequence[TaskState], ending: Ending
     ) -> Task | None:
@@ -137,6 +162,7 @@ class RunTx(TxBase):
                 via=ending.via,
                 error=ending.error,
                 resolution=ending.resolution,
+                approved_input=ending.approved_input,
             )
             .returning(*TASK.c)
         )

@@ -26,6 +26,7 @@ from store.tables import (
     DeliveryRefRow,
     EventRow,
     ExecutorRow,
+    LearnedRuleRow,
     MemberRow,
     MetaRow,
     OutboxRow,
@@ -55,6 +56,7 @@ EVENT = EventRow.__table__  # type: ignore[attr-defined]
 LOG = DecisionLogRow.__table__  # type: ignore[attr-defined]
 TIMER = TimerRow.__table__  # type: ignore[attr-defined]
 OUTBOX = OutboxRow.__table__  # type: ignore[attr-defined]
+LEARNED_RULE = LearnedRuleRow.__table__  # type: ignore[attr-defined]
 # Chat adapters' own state (store/chat.py).
 CALLBACK = ChatCallbackRow.__table__  # type: ignore[attr-defined]
 PROMPT = ChatPromptRow.__table__  # type: ignore[attr-defined]

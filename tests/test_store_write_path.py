@@ -259,7 +259,7 @@ async def test_prepared_statements_write_what_sqlalchemy_writes(sqlite: Any) -> 
         assert back is not None and back == _task("fast", error={"code": "x"})
         parked = [("fast", "needs_approval"), ("slow", "needs_approval")]
         assert await tx.parked_keys("run_1") == parked
-        assert await tx.get_run_state("run_1") == ("running", None)
+        assert await tx.get_run_state("run_1") == ("running", None, 0)
         assert await tx.get_run("run_1") == run
 
 

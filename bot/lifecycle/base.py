@@ -5,14 +5,15 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from typing import Any
 
-from bot import tokens
+from bot import learning, tokens
 from bot.clock import Clock
 from bot.decisions import DecisionSettings, Profile, not_found
 from bot.domain import Run, Task
 from bot.events import EventHub
 from bot.ports import Store, Tx
-from bot.rules import Policy, compile_policy
+from bot.rules import Policy, Verdict, compile_policy
 
 CACHE_LIMIT = 10_000  # entries per cache: compiled policies, frozen runs, origin claims
 
@@ -39,6 +40,8 @@ class ServiceBase:
         self.hub = hub or EventHub()
         self.secret = secret
         self._policies: OrderedDict[str, Policy] = OrderedDict()
+        # Each run's learned rules, compiled, with the run's `rules_version` they were read at.
+        self._learned: OrderedDict[str, tuple[int, Policy | None]] = OrderedDict()
         self._runs: OrderedDict[str, Run] = OrderedDict()
         # The origins each application may claim, by application id: fixed when the
         # application is registered (a new registration is a new id), so never stale.
@@ -59,6 +62,47 @@ class ServiceBase:
             self._policies.move_to_end(run.id)
         return policy
 
+    def learned_policy(self, run: Run) -> Policy | None:
+        """The run's learned rules compiled (None without any); recompiled when they change."""
+        cached = self._learned.get(run.id)
+        if cached is not None and cached[0] == run.rules_version:
+            self._learned.move_to_end(run.id)
+            return cached[1]
+        policy = learning.compile_learned(run.learned_rules, run.aliases)
+        self._learned[run.id] = (run.rules_version, policy)
+        if len(self._learned) > CACHE_LIMIT:
+            self._learned.popitem(last=False)
+        return policy
+
+    def evaluate(
+        self,
+        run: Run,
+        *,
+        tool_name: str,
+        tool_input: Any,
+        origin: str,
+        mode: str | None = None,
+        member: bool = False,
+        tool_names: frozenset[str] | None = None,
+    ) -> Verdict:
+        """The run's verdict on a call: its declared rules, then its learned ones (which never
+        beat a deny: bot/learning.py)."""
+        verdict = self.policy(run).evaluate(
+            tool_name=tool_name,
+            tool_input=tool_input,
+            origin=origin,  # type: ignore[arg-type]
+            mode=(mode or run.approval_mode),  # type: ignore[arg-type]
+            member=member,
+            tool_names=tool_names,
+        )
+        learned = self.learned_policy(run)
+        if learned is None:
+            return verdict
+        ids = [entry["id"] for entry in run.learned_rules]
+        return learning.apply(
+            verdict, learned, ids, tool_name=tool_name, tool_input=tool_input, origin=origin
+        )
+
     async def _run(self, tx: Tx, workspace_id: str, run_id: str, *, lock: bool = True) -> Run:
         """The run, its declaration from memory when seen before (it is frozen at creation),
         its state always from the store."""
@@ -71,7 +115,11 @@ class ServiceBase:
             state = await tx.get_run_state(run_id, for_update=lock)
             if state is None:
                 run = None
-            elif state == (frozen.state, frozen.held_task_key):
+            elif state[2] != frozen.rules_version:  # it learned a rule: read it anew
+                run = await tx.get_run(run_id)
+                if run is not None:
+                    self._remember(run)
+            elif state[:2] == (frozen.state, frozen.held_task_key):
                 run = frozen  # the common case: still running; no copy to make
             else:
                 run = replace(frozen, state=state[0], held_task_key=state[1])

@@ -60,10 +60,11 @@ class Calls(Recording):
                 spec.approval_mode,  # type: ignore[arg-type]
                 spec.tool_names,
             )
-            verdict = self.policy(run).evaluate(
+            verdict = self.evaluate(
+                run,
                 tool_name=spec.tool_name,
                 tool_input=spec.tool_input,
-                origin=spec.origin,  # type: ignore[arg-type]
+                origin=spec.origin,
                 mode=mode,
                 member=principal.is_member,
                 tool_names=names,

@@ -1,23 +1,41 @@
 """A person's review of a parked call: approve or deny. One review may not end the task (a
-quorum counts reviews); the one that does ends it with a compare-and-set."""
+quorum counts reviews); the one that does ends it with a compare-and-set.
+
+An approve may edit the call (`tool_input`: evaluated again, bot/lifecycle/learn.py) and ask to
+allow calls like it from now on (`allow`: a learned rule, kept with the ending)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from bot import access, errors
-from bot.decisions import REASON_LIMIT, already_decided, log_entry
+from bot.decisions import REASON_LIMIT, already_decided, invalid, log_entry
 from bot.domain import Ending, Principal, Task
 from bot.errors import ApprovalError
-from bot.lifecycle.writes import Recording
+from bot.learning import AllowSpec
+from bot.lifecycle.learn import UNEDITED, Learning, edit_detail
 from bot.ports import DuplicateKey
 
 
-class Reviews(Recording):
+class Reviews(Learning):
     """Approve and deny."""
 
     async def approve(
-        self, principal: Principal, workspace_id: str, run_id: str, key: str, *, via: str = "api"
+        self,
+        principal: Principal,
+        workspace_id: str,
+        run_id: str,
+        key: str,
+        *,
+        via: str = "api",
+        allow: AllowSpec | None = None,
+        tool_input: Any = UNEDITED,
     ) -> Task:
-        return await self._review(principal, workspace_id, run_id, key, "approve", "", via)
+        """Approve a parked call; with `tool_input`, the call as the person edited it; with
+        `allow`, also learn a rule allowing calls like it (from the approved input)."""
+        return await self._review(
+            principal, workspace_id, run_id, key, "approve", "", via, allow, tool_input
+        )
 
     async def deny(
         self,
@@ -40,6 +58,8 @@ class Reviews(Recording):
         verdict: str,
         reason: str,
         via: str,
+        allow: AllowSpec | None = None,
+        tool_input: Any = UNEDITED,
     ) -> Task:
         access.check_workspace(principal, workspace_id)
         access.require_member(principal)
@@ -54,6 +74,9 @@ class Reviews(Recording):
                 )
             if not task.parked:
                 raise already_decided(task)
+            # Both checked before anything is written: a refusal leaves the task parked.
+            approved_input = self._approved_input(run, task, tool_input)
+            rule = self._rule_to_learn(run, task, allow, approved_input)
             try:
                 count = await tx.add_review(
                     task_id=task.id,
@@ -67,10 +90,15 @@ class Reviews(Recording):
                 raise already_decided(await tx.get_task_by_id(task.id) or task) from None
             if verdict == "approve":
                 if count < task.required_approvals:
+                    if rule is not None:
+                        raise invalid("allow: only the approval that ends the decision learns")
                     await tx.add_log([log_entry(run, task, "reviewed", principal, via, at=now)])
                     return task
-                ending = Ending("granted", now, principal.name, via)
-                ended = await self._end(tx, run, task, ending, "approved", principal)
+                ending = Ending("granted", now, principal.name, via, approved_input=approved_input)
+                detail = edit_detail(task, approved_input)
+                ended = await self._end(tx, run, task, ending, "approved", principal, detail)
+                if rule is not None and allow is not None:
+                    await self._learn(tx, run, ended, rule, allow.scope, principal, via)
             else:
                 error = {
                     "code": errors.APPROVAL_DENIED,

@@ -6,6 +6,7 @@ import hashlib
 from collections.abc import Container
 from dataclasses import replace
 from datetime import datetime
+from typing import Any
 
 from bot import access, effects, errors
 from bot.decisions import MODES, Profile, RunSpec, invalid, log_entry, narrow, not_found
@@ -62,6 +63,14 @@ class Runs(Recording):
                 parent = await self._run(tx, workspace_id, spec.parent_run)
             declared = narrow(spec, self._base(spec, parent))
             policy = compile_policy(declared.approval_rules, declared.aliases)
+            # Learned rules are frozen with the rest: a continuation keeps its parent's, a run
+            # from a profile gets the profile's as they are now.
+            learned: list[dict[str, Any]] = []
+            if parent is not None:
+                learned = list(parent.learned_rules)
+            elif spec.profile is not None:
+                found = await tx.learned_rules(workspace_id, profile=spec.profile)
+                learned = [{"id": rule.id, "rule": rule.rule} for rule in found]
             if spec.executor_id is not None:
                 executor = await tx.get_executor(spec.executor_id)
                 if (
@@ -87,6 +96,7 @@ class Runs(Recording):
                 profile=spec.profile,
                 executor_id=spec.executor_id,
                 parent_run=spec.parent_run,
+                learned_rules=learned,
             )
             await tx.insert_run(run)
             await tx.add_log([log_entry(run, None, "run_declared", principal, "api")])

@@ -1,0 +1,252 @@
+"""Rules learned from people's decisions ("approve always"), pure: no I/O.
+
+A person approving a parked call may ask to allow calls like it from now on. The service proposes
+the narrowest rule that would have allowed this call (`propose`), checks the person's version of
+it like any declared rule (`check_rule`), and from then on consults the learned rules of a run
+after its declared rules (`apply`):
+
+    declared deny  >  learned allow  >  declared ask  >  declared allow
+
+A learned rule can never beat a deny (a deny is never overturned, SPEC 2.5), but it does beat the
+declared `ask` that parked the call it was learned from — otherwise learning would change
+nothing — and it grants what a `rules`-mode run would refuse for want of an allow rule.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+
+from bot import errors
+from bot.domain import Task
+from bot.errors import ApprovalError
+from bot.rules import Policy, RulesInvalid, Verdict, compile_policy, text_at
+from bot.rules.validate import MAX_RULES_BYTES, check_rules, compact_json
+
+# Refusals of this feature (candidates for bot.errors).
+RULE_DOES_NOT_MATCH = "rule_does_not_match"
+NO_PROFILE = "no_profile"
+
+SCOPES = ("run", "profile")
+# The replay (`would_allow`): how far back, how many it lists, and how many past calls it reads.
+REPLAY_DAYS = 30
+REPLAY_LIMIT = 50
+REPLAY_SCAN = 5000
+
+# The first two words of a command and the whitespace after them.
+_TWO_WORDS = re.compile(r"\s*\S+\s+\S+(\s)")
+
+
+@dataclass(frozen=True)
+class AllowSpec:
+    """What a person asks for with "Approve & allow like this": the scope, and the rule (the
+    proposal when None)."""
+
+    scope: str
+    rule: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class LearnedRule:
+    """A learned rule as the store keeps it. `run_id` is set for scope `run` (the run it
+    belongs to), `profile` for scope `profile`; `from_run_id`/`from_key` name the decision."""
+
+    id: str
+    workspace_id: str
+    rule: dict[str, Any]
+    scope: str
+    profile: str | None
+    run_id: str | None
+    added_by: str
+    from_run_id: str
+    from_key: str
+    at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Proposal:
+    """The rule proposed for a decision and the past calls it would have allowed."""
+
+    rule: dict[str, Any]
+    would_allow: list[Task]
+
+
+def _command_glob(text: str) -> str:
+    """`git push origin main` -> `git push *`; a command of one or two words stays as it is
+    (the narrowest rule that allows it)."""
+    found = _TWO_WORDS.match(text)
+    return text if found is None else text[: found.end()] + "*"
+
+
+def _folder_glob(path: str) -> str:
+    """`src/app/x.py` -> `src/app/*`; a bare file name stays as it is."""
+    folder = posixpath.dirname(path)
+    if not folder:
+        return path
+    return folder.rstrip("/") + "/*"
+
+
+def propose(tool: str, tool_input: Any, origin: str = "model") -> dict[str, Any]:
+    """The narrowest rule that would allow this call, generalised one step: the tool plus the
+    folder of a `path`/`file_path`, or the first two words of a `command`, or the tool alone."""
+    # `|` separates alternatives in a rule's `tool`; `?` matches it (and only one byte).
+    rule: dict[str, Any] = {"tool": tool.replace("|", "?") or "?", "verdict": "allow"}
+    if isinstance(tool_input, dict):
+        for key in ("path", "file_path"):
+            value = tool_input.get(key)
+            if isinstance(value, str) and value:
+                rule |= {"path": key, "match": _folder_glob(value)}
+                break
+        else:
+            command = text_at(tool_input, "command")
+            if command:
+                rule |= {"path": "command", "match": _command_glob(command)}
+    if origin != "model":
+        rule["origin"] = origin
+    return rule
+
+
+def _renamed(problems: Iterable[str], at: str) -> list[str]:
+    return [
+        p.replace("approval_rules[0]", at, 1).replace("approval_rules", at, 1) for p in problems
+    ]
+
+
+def check_rule(
+    rule: Any,
+    *,
+    tool_name: str,
+    tool_input: Any,
+    origin: str,
+    aliases: dict[str, str],
+    at: str = "allow.rule",
+) -> dict[str, Any]:
+    """The person's rule, validated like a declared list (problems named `allow.rule.mtach`),
+    its verdict `allow` (filled in when left out); it must match the call it is learned from
+    (else `422 rule_does_not_match`)."""
+    if isinstance(rule, dict) and "verdict" not in rule:
+        rule = {**rule, "verdict": "allow"}
+    problems: list[str] = []
+    check_rules([rule], problems)
+    if not problems and rule["verdict"] != "allow":
+        problems.append(f"{at}.verdict: a learned rule allows: allow or left out")
+    if problems:
+        raise RulesInvalid(_renamed(problems, at))
+    policy = compile_policy([rule], aliases)
+    verdict = policy.evaluate(
+        tool_name=tool_name,
+        tool_input=tool_input,
+        origin=origin,  # type: ignore[arg-type]
+        mode="rules",
+    )
+    if verdict.outcome != "granted":
+        raise ApprovalError(
+            RULE_DOES_NOT_MATCH,
+            f"{at} {compact_json(rule)} does not match the call it would be learned from",
+            422,
+        )
+    return dict(rule)
+
+
+def check_scope(spec: AllowSpec, profile: str | None) -> None:
+    if spec.scope not in SCOPES:
+        raise ApprovalError(errors.INVALID_REQUEST, "allow.scope: must be run or profile", 422)
+    if spec.scope == "profile" and profile is None:
+        raise ApprovalError(
+            NO_PROFILE,
+            "allow.scope: this run was not declared from a profile; learn with scope run",
+            422,
+        )
+
+
+def with_rule(learned: Sequence[dict[str, Any]], rule_id: str, rule: dict[str, Any]) -> list[Any]:
+    """A run's learned list with one more, refused whole if it outgrows a declared list."""
+    grown = [*learned, {"id": rule_id, "rule": rule}]
+    size = len(compact_json([e["rule"] for e in grown]).encode())
+    if size > MAX_RULES_BYTES:
+        raise ApprovalError(
+            errors.INVALID_RULES,
+            f"learned rules: {size} bytes exceeds the {MAX_RULES_BYTES}-byte bound of a rule list",
+            422,
+        )
+    return grown
+
+
+def compile_learned(learned: Sequence[dict[str, Any]], aliases: dict[str, str]) -> Policy | None:
+    if not learned:
+        return None
+    return compile_policy([e["rule"] for e in learned], aliases)
+
+
+def _learnable(verdict: Verdict) -> bool:
+    """Whether a learned allow may change this verdict: a park, or a `rules`-mode refusal for
+    want of an allow rule. Never a deny (it names its rule), never an undeclared tool."""
+    if verdict.outcome == "parked":
+        return True
+    error = verdict.error
+    return (
+        verdict.outcome == "failed"
+        and verdict.rule_index is None
+        and error is not None
+        and error.code == errors.APPROVAL_DENIED
+    )
+
+
+def apply(
+    verdict: Verdict,
+    learned: Policy | None,
+    ids: Sequence[str],
+    *,
+    tool_name: str,
+    tool_input: Any,
+    origin: str,
+) -> Verdict:
+    """The declared verdict, or `granted` by the first learned rule that matches when the
+    declared rules neither deny the call nor leave its tool undeclared."""
+    if learned is None or not _learnable(verdict):
+        return verdict
+    hit = learned.evaluate(
+        tool_name=tool_name,
+        tool_input=tool_input,
+        origin=origin,  # type: ignore[arg-type]
+        mode="rules",
+    )
+    if hit.outcome != "granted" or hit.rule_index is None:
+        return verdict
+    rule_id = ids[hit.rule_index]
+    return replace(verdict, outcome="granted", error=None, why=f"allowed by learned rule {rule_id}")
+
+
+def replayed(rule: dict[str, Any], calls: Iterable[Task], limit: int = REPLAY_LIMIT) -> list[Task]:
+    """The past calls the rule would have allowed, from what they recorded: every call it
+    matches except those a deny rule refused or whose tool was not declared (a learned rule
+    allows neither). Calls a person denied are listed: the rule would have let them through."""
+    policy = compile_policy([rule])
+    found: list[Task] = []
+    for task in calls:
+        if task.kind != "tool_call" or _refused_by_rules(task):
+            continue
+        verdict = policy.evaluate(
+            tool_name=task.tool,  # already resolved by its run's aliases
+            tool_input=task.tool_input,  # the call as the agent made it
+            origin=task.origin,  # type: ignore[arg-type]
+            mode="rules",
+        )
+        if verdict.outcome == "granted":
+            found.append(task)
+            if len(found) >= limit:
+                break
+    return found
+
+
+def _refused_by_rules(task: Task) -> bool:
+    if task.state != "failed" or task.via != "engine":
+        return False
+    code = (task.error or {}).get("code")
+    return code == errors.TOOL_NOT_DECLARED or (
+        code == errors.APPROVAL_DENIED and task.rule_index is not None
+    )
