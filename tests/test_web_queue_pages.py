@@ -93,7 +93,7 @@ async def test_an_odd_page_or_cursor_is_a_422_with_its_code(store: SqlStore) -> 
     await append(world, run_id, "bash", {"command": "make deploy"})
     async with site(world) as s, browserless() as client:
         await sign_in(client, s.url, world.tokens["alice"])
-        for query in ("page=0", "page=-1", "page=two", "page=99999999999"):
+        for query in ("page=0", "page=-1", "page=two", "page=99999999999", "page=%C2%B2"):
             status, html = await get_text(client, f"{s.url}/inbox?{query}")
             assert status == 422 and "invalid_request: page" in html, query
         for cursor in ("yesterday", "2026-01-01T00:00:00", "2026-01-01T00:00:00+00:00~", "~x"):

@@ -112,7 +112,7 @@ def _bad(request: web.Request, message: str) -> web.HTTPUnprocessableEntity:
 
 def _page_number(request: web.Request) -> int:
     raw = query_value(request, "page") or "1"
-    if not raw.isdigit() or not 1 <= int(raw) <= 1_000_000:
+    if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= 1_000_000:
         raise _bad(request, "page: a whole number from 1")
     return int(raw)
 
