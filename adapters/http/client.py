@@ -42,6 +42,7 @@ R = TypeVar("R")
 
 _LONG_POLL = 55.0  # below the server's cap, so one request never outlives its own timeout
 SURFACE_HEADER = "X-Approvalbot-Surface"  # adapters.http.api records decisions `via` it
+ASKS_PAGE = 500  # decisions per `/asks` request when reading them all (the server's maximum)
 
 
 # errors ----------------------------------------------------------------------------------------
@@ -208,13 +209,15 @@ class Workspace:
         pages, following the cursor."""
         return [ask async for ask in self.each_ask(run_id)]
 
-    async def each_ask(self, run_id: str | None = None, page: int = 500) -> AsyncIterator[m.AskOut]:
+    async def each_ask(
+        self, run_id: str | None = None, page: int | None = None
+    ) -> AsyncIterator[m.AskOut]:
         """The decisions resting on people one page (`page` at a time) after the other. Keyset
         paging: one parked meanwhile is newer than the cursor, so it is not met (ask again),
         and none is met twice."""
         cursor: str | None = None
         while True:
-            found = await self.asks_page(run_id, limit=page, cursor=cursor)
+            found = await self.asks_page(run_id, limit=page or ASKS_PAGE, cursor=cursor)
             for ask in found.asks:
                 yield ask
             if found.next_cursor is None:

@@ -3,7 +3,10 @@
 It declares a run with the sample policy (`[profiles.demo]` of config.example.toml) and makes a
 realistic mix of calls: some granted by rule at once, some denied by rule, some parked for a
 person, and questions with options. Then it waits, like an agent does, and carries on as each
-decision lands: decide in the browser and watch it continue here.
+decision lands: decide in the browser and watch it continue here. When it is done (or gives up,
+or is interrupted) it stops its run, as an agent ends its session; with `--no-wait` it leaves the
+run open so its decisions stay in the inbox. Each run's title carries the time it began, so two
+demos read apart on the page.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import click
@@ -213,14 +217,33 @@ async def run_demo(
     *,
     wait: bool = True,
     timeout: float = 1800.0,
+    title: str | None = None,
 ) -> Tally:
-    """The agent's whole session; returns what happened, for the summary."""
-    run = await client.workspace(workspace).runs.declare(
+    """The agent's whole session; returns what happened, for the summary. Waiting, the run is
+    stopped at the end, whatever the end (done, timed out, interrupted)."""
+    declared = client.workspace(workspace).runs.declare(
         approval_mode=profile["approval_mode"],
         approval_rules=profile["approval_rules"],
         aliases=profile.get("aliases") or None,
-        title="demo: prepare the shop 1.4.0 release",
+        title=title or demo_title(),
     )
+    if not wait:
+        return await _session(await declared, base, profile, say, wait=False, timeout=timeout)
+    async with declared as run:
+        tally = await _session(run, base, profile, say, wait=True, timeout=timeout)
+    say(f"demo agent: run {run.id} stopped")
+    return tally
+
+
+async def _session(
+    run: ClientRun,
+    base: str,
+    profile: dict[str, Any],
+    say: Callable[[str], None],
+    *,
+    wait: bool,
+    timeout: float,
+) -> Tally:
     say(f"demo agent: run {run.id} declared ({profile['approval_mode']} mode)")
     say(f"demo agent: open the inbox: {inbox_url(base)}")
     tally = Tally()
@@ -241,7 +264,10 @@ async def run_demo(
         say(f"  ?  asks    {question['prompt']}  →  {decision_url(base, run.id, receipt.key)}")
         parked.append((receipt, ""))
     if not wait:
-        say("demo agent: not waiting (--no-wait); decide on the page whenever you like")
+        say(
+            "demo agent: not waiting (--no-wait); the run stays open: decide on the page "
+            "whenever you like"
+        )
         return tally
     say(f"demo agent: waiting for {len(parked)} decisions; decide them on the page")
     try:
@@ -251,7 +277,6 @@ async def run_demo(
         )
     except TimeoutError:
         say("demo agent: gave up waiting; stopping the run (its open decisions are cancelled)")
-        await run.stop()
     return tally
 
 
@@ -281,6 +306,12 @@ async def _follow(
         say(f"  ←  approved{who}: {task.tool}, done: {then or 'ran it'}")
     else:
         say(f"  ←  {word}{who}: {task.tool} skipped ({_why(task)})")
+
+
+def demo_title(now: datetime | None = None) -> str:
+    """The run's title, distinct per demo: what it does and when it began."""
+    began = (now or datetime.now(UTC)).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return f"demo: prepare the shop 1.4.0 release · {began}"
 
 
 def _summary(tally: Tally) -> str:
