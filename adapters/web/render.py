@@ -292,14 +292,15 @@ def title_of(task: Task, limit: int = 80) -> str:
             (c for c in (command_text(data.get(k)) for k in _COMMAND_KEYS) if c is not None), None
         )
         path = _path_of(data)
-        if summary:
-            text = summary
+        derived = bool((task.effect_profile or {}).get("derived"))
+        if summary and not derived:
+            text = summary  # the agent's own words
         elif command is not None:
-            text = command
+            text = command  # a derived summary only repeats it after the tool's name
         elif path:
             text = f"{task.tool} {path}"
         else:
-            text = task.tool
+            text = summary or task.tool
     line = " ".join(text.split())
     return line if len(line) <= limit else line[: limit - 1] + "…"
 

@@ -16,6 +16,7 @@ from bot.durations import format_duration
 
 # The log actions that end a run, or hold it for a person.
 RUN_ENDINGS = ("run_stopped", "run_abandoned", "run_held", "run_retried")
+HELD = ("run_held",)
 # What the badge of a step says and how it is coloured (the inbox's outcome words).
 TONES = {
     "approved": "approved",
@@ -79,9 +80,12 @@ class RunEnding:
     via: str = ""
 
 
-def ending_of(run: Run, record: LogRecord | None, agent: str | None) -> RunEnding:
-    """`record` is the run's latest entry among RUN_ENDINGS; `agent` the name of the
-    application that declared it (a stop by that name is the agent finishing its work)."""
+def ending_of(
+    run: Run, record: LogRecord | None, agent: str | None, held: LogRecord | None = None
+) -> RunEnding:
+    """`record` is the run's latest entry among RUN_ENDINGS, `held` its latest `run_held`;
+    `agent` the name of the application that declared it (a stop by that name is the agent
+    finishing its work)."""
     entry = record.entry if record is not None else None
     if run.state == "held":
         text = "held: waiting for a person to retry or abandon"
@@ -93,11 +97,12 @@ def ending_of(run: Run, record: LogRecord | None, agent: str | None) -> RunEndin
         kind is None and agent is not None and entry.actor == agent
     )
     if entry.action == "run_abandoned":
-        held = run.held_task_key
-        after = " after it was held" if held is None else f" after {held} expired"
+        after = " after it was held"
+        if held is not None and held.entry.at <= entry.at:
+            after += " for " + " ".join(format_duration(entry.at - held.entry.at).split()[:2])
         return RunEnding("abandoned", f"abandoned by {entry.actor}{after}", entry.at, entry.via)
     if by_agent:
-        return RunEnding("finished", f"finished by the agent ({entry.actor})", entry.at, entry.via)
+        return RunEnding("finished", f"finished by the agent ({entry.actor})", entry.at)
     return RunEnding("stopped", f"stopped by {entry.actor}", entry.at, entry.via)
 
 
@@ -149,7 +154,7 @@ def _clipped(view: render.CallView) -> render.CallView:
     return view
 
 
-def _asked(entry: LogEntry, task: Task, agent: str | None) -> Step:
+def _asked(entry: LogEntry, task: Task, agent: str | None, rules: list[dict[str, Any]]) -> Step:
     """The agent's call or question, with what the rules made of it."""
     title = render.title_of(task)
     asker = _who(entry, agent) if entry.via not in ("engine", "clock") else ""
@@ -171,6 +176,13 @@ def _asked(entry: LogEntry, task: Task, agent: str | None) -> Step:
         profile=render.profile_view(task.effect_profile),
         raw=_raw(entry),
     )
+    index = task.rule_index
+    if index is not None and 0 <= index < len(rules) and rules[index].get("reason"):
+        step.extra["rule_reason"] = str(rules[index]["reason"])
+    if task.kind == "ask":
+        step.note = ""  # a question waits for a person whatever the rules say
+    if asker.startswith("the agent"):
+        step.via = ""  # an agent always comes through the API: saying so adds nothing
     if entry.action == "granted":
         by_rules = entry.via == "engine"
         step.badge, step.tone = "granted", "approved"
@@ -244,7 +256,8 @@ def _run_step(entry: LogEntry, run: Run, agent: str | None) -> Step:
     }
     badge, text = texts.get(entry.action, (entry.action, f"{who}: {entry.action}"))
     tone = {"held": "waiting", "abandoned": "expired", "stopped": "expired"}.get(badge, "info")
-    return Step(entry.at, entry.action, badge, tone, who, entry.via, text, raw=_raw(entry))
+    via = "" if who.startswith("the agent") else entry.via
+    return Step(entry.at, entry.action, badge, tone, who, via, text, raw=_raw(entry))
 
 
 def build(run: Run, tasks: list[Task], records: list[LogRecord], agent: str | None) -> list[Step]:
@@ -256,7 +269,7 @@ def build(run: Run, tasks: list[Task], records: list[LogRecord], agent: str | No
         entry = record.entry
         task = by_key.get(entry.task_key or "")
         if entry.action in ("granted", "refused", "parked", "asked") and task is not None:
-            steps.append(_asked(entry, task, agent))
+            steps.append(_asked(entry, task, agent, run.approval_rules))
         elif entry.action == "nudged":
             remaining = entry.detail.get("remaining") if isinstance(entry.detail, dict) else None
             title = render.title_of(task) if task is not None else entry.task_key or ""

@@ -197,6 +197,8 @@ async def runs(request: web.Request) -> web.Response:
     ids = [r.id for r in listed]
     waiting = {run_id: count for run_id, count, _ in await store.ask_counts(member.workspace_id)}
     endings = await store.run_endings(member.workspace_id, ids, timeline.RUN_ENDINGS)
+    abandoned = [r for r in ids if r in endings and endings[r].entry.action == "run_abandoned"]
+    helds = await store.run_endings(member.workspace_id, abandoned, timeline.HELD)
     firsts = await store.first_tasks(ids)
     async with store.read() as tx:
         apps = {a.id: a.name for a in await tx.list_applications(member.workspace_id)}
@@ -204,7 +206,9 @@ async def runs(request: web.Request) -> web.Response:
         RunRow(
             run=run,
             first=render.masked(firsts[run.id]) if run.id in firsts else None,
-            ending=timeline.ending_of(run, endings.get(run.id), apps.get(run.application_id or "")),
+            ending=timeline.ending_of(
+                run, endings.get(run.id), apps.get(run.application_id or ""), helds.get(run.id)
+            ),
             waiting=waiting.get(run.id, 0),
         )
         for run in listed
@@ -264,6 +268,7 @@ async def run_page(request: web.Request) -> web.Response:
     hides = masked_tasks != tasks or masked_events != events or masked_records != records
     agent = await _agent_name(request, run)
     endings = await core.store.run_endings(member.workspace_id, [run_id], timeline.RUN_ENDINGS)
+    helds = await core.store.run_endings(member.workspace_id, [run_id], timeline.HELD)
     shown_tasks = tasks if reveal else masked_tasks
     return page(
         request,
@@ -271,7 +276,7 @@ async def run_page(request: web.Request) -> web.Response:
         {
             "run": run,
             "agent": agent,
-            "ending": timeline.ending_of(run, endings.get(run_id), agent),
+            "ending": timeline.ending_of(run, endings.get(run_id), agent, helds.get(run_id)),
             "rules": timeline.rule_rows(run.approval_rules),
             "steps": timeline.build(run, shown_tasks, records if reveal else masked_records, agent),
             "earlier_steps": earlier_steps,
@@ -340,6 +345,8 @@ def _note(task: Task) -> str:
     detail = str(error.get("detail") or "")
     if task.state == "failed" and detail.startswith("denied by "):
         return ""  # no reason given: the who column says it
+    if ending_word(task) == "denied" and detail:
+        return "reason: " + detail
     return detail
 
 
