@@ -126,6 +126,7 @@ def _cursor(request: web.Request) -> tuple[datetime, str] | None:
     if not raw:
         return None
     at, sep, task_id = raw.partition("~")
+    at = at.replace(" ", "+")  # a "+00:00" that reached us unencoded reads as a space
     try:
         moment = datetime.fromisoformat(at)
     except ValueError:
