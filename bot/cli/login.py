@@ -19,7 +19,7 @@ import json
 import os
 import stat
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import click
@@ -40,7 +40,7 @@ class ProfileError(Exception):
 class Profile:
     url: str
     workspace: str
-    token: str
+    token: str = field(repr=False)  # a secret: never in a traceback or a log line
 
 
 def profile_path() -> Path:
