@@ -167,7 +167,7 @@ async def test_a_decision_ended_from_the_api_leaves_the_page_live(
     assert await reason.input_value() == "half typed"
     assert await page.inner_text("#inbox-count") == "1"
     # The decision's own page shows how it ended, by itself.
-    outcome = decision_page.locator(".outcome")
+    outcome = decision_page.locator(".ending")
     await outcome.wait_for(timeout=LIVE)
     assert "approved by bob via api" in " ".join((await outcome.inner_text()).split())
     await page.context.close()
