@@ -240,3 +240,22 @@ async def test_an_unanswered_reminder_escalates_once(chat: ChatDriver) -> None:
     for where in ("oncall", "dm:alice", "dm:carol"):
         shown = await _ended(chat, chat.decision_in(where, "make deploy k1"))
         assert "Approved by carol" in shown.text
+
+
+@pytest.mark.usefixtures("ptb_timedelta")
+@pytest.mark.parametrize("platform", PLATFORMS)
+async def test_a_place_the_platform_refuses_is_given_up_and_the_rest_still_works(
+    platform: str, sqlite_store: SqlStore
+) -> None:
+    nowhere = ["telegram:-100111222", "slack:C0NOWHERE"]  # chats the bot is not in
+    routes = [{"when": {"risk": "high"}, "to": ["default", *nowhere, "member:alice"]}]
+    async with open_driver(platform, sqlite_store, routes=routes) as chat:
+        await chat.park("k1", effect_profile=HIGH)
+        await chat.flush()
+        assert await chat.store.outbox_backlog() == 0  # nothing left retrying
+        usual, direct = chat.decision_in("usual", "k1"), chat.decision_in("dm:alice", "k1")
+        await chat.flush()  # handed over again: the refused place is not tried again
+        assert await chat.press(usual, "approve") == "✅ Approved"
+        await chat.flush()
+        for message in (usual, direct):
+            assert "Approved by alice" in (await _ended(chat, message)).text

@@ -19,7 +19,16 @@ from typing import Any, Protocol
 from adapters.chat.cards import Cards
 from adapters.chat.context import CoreLink
 from adapters.chat.places import Places
-from adapters.chat.port import MessageRef, Notice, NotYet, Place, Platform, Post, Press
+from adapters.chat.port import (
+    MessageRef,
+    Notice,
+    NotYet,
+    Place,
+    Platform,
+    Post,
+    Press,
+    Unreachable,
+)
 from adapters.chat.records import Delivery, swap, until_won
 from adapters.chat.routing import DEFAULT, Routed, Router, Routing
 from bot.domain import OutboxItem, Run, Task
@@ -281,6 +290,9 @@ class ChatNotifier:
             return  # done before, or meanwhile by another instance
         try:
             message_id = await send()
+        except Unreachable as error:  # the place went away since: done there, nothing to send
+            log.warning("%s: a reminder's place is unreachable, skipped (%s)", self.name, error)
+            message_id = ""
         except BaseException:
             await self.update(task_id, lambda d: d.release(step))
             raise

@@ -18,7 +18,7 @@ from typing import Any
 
 from adapters.chat.cards import Cards
 from adapters.chat.context import CoreLink
-from adapters.chat.port import NotYet, Place, Platform
+from adapters.chat.port import NotYet, Place, Platform, Unreachable
 from adapters.chat.records import Copy, Delivery, swap, until_won
 from adapters.chat.routing import DEFAULT
 from bot.domain import Member, Run, Task
@@ -92,8 +92,8 @@ class Places:
         if delivery.place is not None and delivery.place.chat == place.chat:
             return True, None  # its own message is there
         copy = delivery.copy_in(place.chat)
-        if copy is not None and copy.message:
-            return True, None  # posted before
+        if copy is not None and (copy.message or copy.gone):
+            return True, None  # posted before, or given up
         step, now = f"copy:{place.chat}", time.time()
         if delivery.claimed(step, now):
             raise NotYet(f"a copy in {place.chat} is being posted elsewhere")
@@ -109,6 +109,11 @@ class Places:
                 post = replace(post, maybe_sent=True)
             target = await self.platform.open_thread(run, place)
             sent = await self.platform.post(target, post, max_wait=30.0)
+        except Unreachable as error:  # for good: recorded, so no retry tries it again
+            log.warning("%s: a route's place is unreachable, skipped (%s)", self.name, error)
+            gone = Copy(place, "", attempts, escalation, gone=True)
+            await self.update(task.id, lambda d: d.with_copy(gone).release(step))
+            return True, None
         except BaseException:
             await self.update(task.id, lambda d: d.release(step))
             raise

@@ -98,6 +98,12 @@ class Busy(Exception):
         self.wait = wait
 
 
+class Unreachable(Exception):
+    """The platform refuses to post to a place for good: no such chat, the bot is not in it,
+    a person who never opened a conversation with the bot. A copy there is given up (a retry
+    would only be refused again)."""
+
+
 class NotYet(Exception):
     """The step depends on another one still in flight (the outbox relay retries it)."""
 

@@ -71,6 +71,7 @@ class Copy:
     message: str = ""
     attempts: int = 0
     escalation: bool = False
+    gone: bool = False  # the platform refused the place for good (port.Unreachable)
 
     @classmethod
     def of(cls, data: dict[str, Any]) -> Copy:
@@ -79,6 +80,7 @@ class Copy:
             str(data.get("message") or ""),
             int(data.get("attempts") or 0),
             bool(data.get("escalation")),
+            bool(data.get("gone")),
         )
 
     def data(self) -> dict[str, Any]:
@@ -91,6 +93,8 @@ class Copy:
             out["attempts"] = self.attempts
         if self.escalation:
             out["escalation"] = True
+        if self.gone:
+            out["gone"] = True
         return out
 
     @property

@@ -25,7 +25,17 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.chat.context import CoreLink
 from adapters.chat.pacing import Budget
-from adapters.chat.port import MessageRef, Notice, NotYet, Page, Place, Post, Press, RateLimited
+from adapters.chat.port import (
+    MessageRef,
+    Notice,
+    NotYet,
+    Page,
+    Place,
+    Post,
+    Press,
+    RateLimited,
+    Unreachable,
+)
 from adapters.chat.records import CLAIM_SECONDS, RunThread, swap
 from adapters.slack import format as fmt
 from adapters.web.links import run_url
@@ -44,6 +54,7 @@ TEXT_VIEW = "approvalbot_text"  # the modal that asks for a deny reason or an an
 TEXT_BLOCK = "text"
 _USER_ID = re.compile(r"^[UW][A-Z0-9]{2,20}$")
 _GONE = {"message_not_found", "cant_update_message", "channel_not_found", "is_archived"}
+_UNREACHABLE = {"channel_not_found", "not_in_channel", "is_archived", "user_not_found"}
 _MODALS = {
     "deny_reason": ("Deny with reason", "Reason", "Deny", "Why not? The agent reads this."),
     "answer_text": ("Answer", "Your answer", "Send", "Your answer goes to the agent."),
@@ -69,6 +80,13 @@ def retry_after(error: SlackApiError) -> float | None:
         return float(response.headers.get("Retry-After", response.headers.get("retry-after", 1)))
     except (TypeError, ValueError):
         return 1.0
+
+
+def _raise_unreachable(error: SlackApiError, chat: str) -> None:
+    """Slack's "never here" answers as the port's `Unreachable`; others are left to the caller."""
+    code = str(error.response.get("error", ""))
+    if code in _UNREACHABLE:
+        raise Unreachable(f"slack refuses to post to {chat} ({code})") from None
 
 
 class SlackPlatform:
@@ -165,11 +183,15 @@ class SlackPlatform:
             text, blocks = self._page(message)
         else:
             text, blocks = self._notice(message), None
-        response = await self._call(
-            place.chat,
-            lambda: self.client.chat_postMessage(text=text, blocks=blocks, **args),
-            max_wait=max_wait, pace=not isinstance(message, Page), post=decision,
-        )  # fmt: skip
+        try:
+            response = await self._call(
+                place.chat,
+                lambda: self.client.chat_postMessage(text=text, blocks=blocks, **args),
+                max_wait=max_wait, pace=not isinstance(message, Page), post=decision,
+            )  # fmt: skip
+        except SlackApiError as error:
+            _raise_unreachable(error, place.chat)
+            raise
         if args.get("reply_broadcast"):
             self._announce.discard(thread or "")
             await self._announced(place.chat, thread or "")
@@ -276,8 +298,10 @@ class SlackPlatform:
                 ),
                 max_wait=None,
             )
-        except BaseException:
+        except BaseException as error:
             await self._update_thread(key, lambda t: RunThread(chat=t.chat))
+            if isinstance(error, SlackApiError):
+                _raise_unreachable(error, place.chat)
             raise
         ts = str(response["ts"])
         await self.chats.swap_record(

@@ -11,9 +11,10 @@ import html
 from collections.abc import Callable
 
 from telegram import CallbackQuery, Message
+from telegram.error import BadRequest, Forbidden
 
 from adapters.chat.context import CoreLink
-from adapters.chat.port import MessageRef, Notice, Page, Place, Post, Press
+from adapters.chat.port import MessageRef, Notice, Page, Place, Post, Press, Unreachable
 from adapters.telegram.calls import TelegramCalls
 from adapters.telegram.format import card_html, digest_buttons, digest_html, esc, keyboard
 from bot.config import TelegramConfig
@@ -83,6 +84,19 @@ class TelegramPlatform:
     async def post(
         self, place: Place, message: Post | Notice | Page, *, reply_to: MessageRef | None = None,
         max_wait: float | None = None,
+    ) -> MessageRef:  # fmt: skip
+        try:
+            return await self._post(place, message, reply_to, max_wait)
+        except Forbidden:  # blocked by the person, or never started; removed from the group
+            raise Unreachable(f"telegram refuses to post to chat {place.chat}") from None
+        except BadRequest as error:
+            if "chat not found" in str(error).lower():
+                raise Unreachable(f"telegram has no chat {place.chat}") from None
+            raise
+
+    async def _post(
+        self, place: Place, message: Post | Notice | Page, reply_to: MessageRef | None,
+        max_wait: float | None,
     ) -> MessageRef:  # fmt: skip
         chat = int(place.chat)
         reply = int(reply_to.id) if reply_to is not None else None
