@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 PYTHON ?= python3
 
-.PHONY: run test lint types unit bench demo clean chromium
+.PHONY: run test lint types unit bench demo clean chromium screenshots
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,11 @@ types: $(VENV)/.installed-test
 # pytest exits 5 when it collects nothing; that is not a failure of the project.
 unit: $(VENV)/.installed-test
 	$(PY) -m pytest; rc=$$?; if [ $$rc -eq 5 ]; then exit 0; else exit $$rc; fi
+
+## screenshots: the docs' images (docs/img/*.png), from a service with the demo's run, in Chromium
+# (the only thing that writes them: tests never write into the working tree)
+screenshots: $(VENV)/.installed-test chromium
+	$(PY) bench/screenshots.py
 
 bench: $(VENV)/.installed-test
 	$(PIP) install -q -e '.[bench]'

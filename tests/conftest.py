@@ -18,14 +18,17 @@ from store.migrate import upgrade
 from store.sql import SqlStore
 from tests.telegram_harness import TgWorld, tg_world
 
+SUITE_KNOBS = ("APPROVALBOT_TEST_", "APPROVALBOT_BENCH_", "APPROVALBOT_CHROMIUM")
+
 
 def _clear_the_callers_settings() -> None:
     """The suite must not depend on the caller's environment: a shell with
     APPROVALBOT_SERVER__PORT (or any other setting) exported would change what `Settings()`
     reads in every test, and the subprocesses tests start inherit it. Only the suite's own
-    knobs (APPROVALBOT_TEST_*, e.g. the PostgreSQL URL) are kept."""
+    knobs are kept: APPROVALBOT_TEST_* (e.g. the PostgreSQL URL), APPROVALBOT_BENCH_* and
+    APPROVALBOT_CHROMIUM (the browser tests' Chromium)."""
     for name in [n for n in os.environ if n.startswith("APPROVALBOT_")]:
-        if not name.startswith("APPROVALBOT_TEST_"):
+        if not name.startswith(SUITE_KNOBS):
             del os.environ[name]
 
 

@@ -14,9 +14,7 @@ import pytest_asyncio
 from playwright.async_api import Browser, Locator, Page, async_playwright
 
 from bot import logins
-from bot.cli.demo import CALLS, DEMO_PROFILE, QUESTIONS, slug
-from bot.service import CallSpec, RunSpec
-from tests.conftest import World, make_store, make_world
+from tests.conftest import make_store, make_world
 from tests.web_helpers import Site, append, declare, site
 
 CHROMIUM = os.environ.get("APPROVALBOT_CHROMIUM", "/usr/bin/chromium")
@@ -28,7 +26,6 @@ ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-IMAGES = Path(__file__).resolve().parents[1] / "docs" / "img"
 LIVE = 5_000  # ms: "within a second" with room for a loaded machine
 
 pytestmark = [
@@ -190,49 +187,3 @@ async def test_a_form_post_without_the_csrf_token_is_refused(
     still = await world.core.service.get_task(world.agent, world.ws, run_id, task.key)
     assert still.state == "needs_approval"
     await page.context.close()
-
-
-async def _demo_inbox(world: World) -> tuple[str, str]:
-    """The inbox the README shows: the demo agent's run, as `approvalbot demo` makes it."""
-    spec = RunSpec(
-        approval_mode=DEMO_PROFILE["approval_mode"],
-        approval_rules=DEMO_PROFILE["approval_rules"],
-        aliases=DEMO_PROFILE["aliases"],
-        title="demo: prepare the shop 1.4.0 release",
-    )
-    run = await world.core.service.declare_run(world.agent, world.ws, spec)
-    keys = []
-    for call in CALLS:
-        receipt = await world.core.service.append(
-            world.agent,
-            world.ws,
-            run.id,
-            CallSpec(call.tool, call.input, key=call.key, effect_profile=call.profile),
-        )
-        if receipt.task.parked:
-            keys.append(receipt.task.key)
-        await world.clock.advance(7)
-    for question in QUESTIONS:
-        ask = CallSpec("ask", question, key=slug(str(question["prompt"])))
-        await world.core.service.append(world.agent, world.ws, run.id, ask)
-        await world.clock.advance(5)
-    return run.id, keys[0]
-
-
-async def test_screenshots_for_the_docs(browser: Browser, served: Site) -> None:
-    world = served.world
-    run_id, edit_key = await _demo_inbox(world)
-    IMAGES.mkdir(parents=True, exist_ok=True)
-    page = await signed_in(browser, served, viewport={"width": 1100, "height": 1500})
-    await page.wait_for_selector("article[data-id]")
-    await page.screenshot(path=str(IMAGES / "inbox.png"))
-    phone = await signed_in(
-        browser, served, viewport={"width": 390, "height": 844}, device_scale_factor=2
-    )
-    await phone.screenshot(path=str(IMAGES / "inbox-mobile.png"))
-    await page.goto(f"{served.url}/decisions/{run_id}/{edit_key}")
-    await page.screenshot(path=str(IMAGES / "decision.png"), full_page=True)
-    for name in ("inbox.png", "inbox-mobile.png", "decision.png"):
-        assert (IMAGES / name).stat().st_size > 10_000
-    await page.context.close()
-    await phone.context.close()
