@@ -10,13 +10,15 @@ from typing import Any
 
 import pytest
 from langchain.agents import create_agent
+from langchain.agents.middleware import HumanInTheLoopMiddleware
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.tools import BaseTool, tool
+from langgraph.checkpoint.memory import InMemorySaver
 
 from adapters.frameworks.gate import close_gates
 from adapters.http import client as sdk
-from approvalbot.langchain import ApprovalMiddleware, ask_human
+from approvalbot.langchain import ApprovalMiddleware, ask_human, resolve_hitl, resolve_hitl_sync
 from tests.frameworks_harness import (
     NO_DROPS,
     Person,
@@ -256,3 +258,42 @@ async def test_the_example_runs_against_the_service(api: Served, alice: sdk.Work
     assert final == "Finished: deployed to staging"
     assert "ask_human: staging" in said
     assert (person.seen[1].tool, person.seen[1].tool_input) == ("deploy", {"env": "staging"})
+
+
+@pytest.mark.parametrize("mode", ["batched", "per_call"])
+async def test_hitl_interrupts_of_a_checkpointed_graph_are_resolved(
+    api: Served, alice: sdk.Workspace, mode: Any
+) -> None:
+    """LangChain's own HumanInTheLoopMiddleware pauses a checkpointed graph; `resolve_hitl`
+    decides its interrupts through approvalbot and the graph resumes with the decisions."""
+    tools = Tools()
+    gated: dict[str, Any] = {"lookup": True, "drop_table": True, "deploy": True}
+    script = calls(
+        ("lookup", {"name": "x"}), ("drop_table", {"table": "users"}), ("deploy", {"env": "prod"})
+    )
+    hitl = HumanInTheLoopMiddleware(interrupt_on=gated, interrupt_mode=mode)
+    saver = InMemorySaver()
+    graph = create_agent(
+        ScriptedChatModel(messages=script), tools.all, middleware=[hitl], checkpointer=saver
+    )
+    config = thread(f"hitl-{mode}")
+    paused = await graph.ainvoke({"messages": [("user", "go")]}, config)
+    assert paused["__interrupt__"] and tools.ran == []
+    person = Person(alice)
+    if mode == "batched":  # the async path
+        resolving: Any = resolve_hitl(paused["__interrupt__"], config, **keywords(api))
+    else:  # the sync path, in a thread as `invoke` runs
+        resolving = asyncio.to_thread(
+            resolve_hitl_sync, paused["__interrupt__"], config, **keywords(api)
+        )
+    resume = await with_person(resolving, person.approve)
+    out = await graph.ainvoke(resume, config)
+    got = tool_messages(out)
+    assert got["lookup"].content == "x is 42" and got["deploy"].content == "deployed prod"
+    assert f"drop_table was not run: denied by the approval rules: {NO_DROPS}" in str(
+        got["drop_table"].content
+    )
+    assert sorted(tools.ran) == [("deploy", {"env": "prod"}), ("lookup", {"name": "x"})]
+    assert person.seen[0].tool == "deploy"
+    status, run = await api.call("GET", f"/runs/{person.seen[0].run_id}")
+    assert (status, run["title"]) == (200, f"LangChain · thread hitl-{mode}")

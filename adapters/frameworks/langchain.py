@@ -10,18 +10,22 @@ refuse comes back at once as the tool's `ToolMessage` (status "error") with the 
 a parked call waits for a person, then runs (with the person's edited input, if they edited
 it) or comes back as a `ToolMessage` carrying their reason. The service unreachable or a bad
 token: the tool does not run and the `ToolMessage` says why. Both `invoke` and `ainvoke`.
+
+For graphs that checkpoint and pause with LangChain's own `HumanInTheLoopMiddleware`,
+`resolve_hitl(result["__interrupt__"], config)` decides the pending interrupts through
+approvalbot and returns the `Command` to resume with (approve, edit, or reject with the detail).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Hashable, Iterable
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Sequence
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ToolCallRequest
 from langchain.tools import ToolRuntime
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool
-from langgraph.types import Command
+from langgraph.types import Command, Interrupt
 
 from adapters.frameworks.gate import Answer, Gate, Outcome, find_target, gate_for
 
@@ -183,3 +187,110 @@ def answer_message(request: ToolCallRequest, answer: Answer) -> ToolMessage:
         tool_call_id=call.get("id"),
         status="success" if answer.ok else "error",
     )
+
+
+# LangChain's HumanInTheLoopMiddleware, decided by approvalbot ----------------------------------
+HitlCall = tuple[str, str, dict[str, Any], str, list[str]]  # interrupt id, name, args, key, allowed
+
+
+def hitl_calls(interrupts: Sequence[Interrupt]) -> list[HitlCall]:
+    """The tool calls the pending interrupts ask about: one `HITLRequest` (batched mode) asks
+    about several, a `ToolApprovalRequest` (per-call mode) about one."""
+    calls: list[HitlCall] = []
+    for pending in interrupts:
+        value = pending.value
+        if not isinstance(value, dict):
+            continue
+        if value.get("type") == "tool_approval":
+            key = str(value.get("tool_call_id") or pending.id)
+            calls.append((pending.id, value["name"], value["args"], key, ["approve", "reject"]))
+            continue
+        reviews = value.get("review_configs") or []
+        for index, action in enumerate(value.get("action_requests") or []):
+            allowed = reviews[index].get("allowed_decisions", []) if index < len(reviews) else []
+            key = f"{pending.id}-{index}"
+            calls.append((pending.id, action["name"], action["args"], key, list(allowed)))
+    return calls
+
+
+def hitl_decision(name: str, outcome: Outcome, allowed: list[str]) -> dict[str, Any]:
+    """approvalbot's ending as the middleware's decision type."""
+    if outcome.allowed and not outcome.edited:
+        return {"type": "approve"}
+    if outcome.allowed and "edit" in allowed:
+        return {"type": "edit", "edited_action": {"name": name, "args": outcome.tool_input}}
+    if outcome.allowed:  # edited, but this tool takes no edits: tell the model the approved input
+        return {"type": "reject", "message": f"{outcome.message}: call {name} with "
+                f"exactly these arguments: {outcome.tool_input!r}"}  # fmt: skip
+    return {"type": "reject", "message": outcome.message}
+
+
+def hitl_resume(
+    interrupts: Sequence[Interrupt], decided: list[tuple[HitlCall, dict[str, Any]]]
+) -> Command[Any]:
+    resume: dict[str, Any] = {}
+    for (interrupt_id, *_rest), decision in decided:
+        batched = any(
+            p.id == interrupt_id and isinstance(p.value, dict) and "action_requests" in p.value
+            for p in interrupts
+        )
+        if batched:
+            resume.setdefault(interrupt_id, {"decisions": []})["decisions"].append(decision)
+        else:
+            resume[interrupt_id] = decision
+    return Command(resume=resume)
+
+
+def _hitl_gate(keywords: dict[str, Any]) -> Gate:
+    return gate_for(find_target(**keywords), TITLE)
+
+
+async def resolve_hitl(
+    interrupts: Sequence[Interrupt],
+    config: Any = None,
+    *,
+    url: str | None = None,
+    token: str | None = None,
+    workspace: str | None = None,
+    profile: str | None = None,
+    wait: float | None = None,
+) -> Command[Any]:
+    """Decide `HumanInTheLoopMiddleware`'s pending interrupts through approvalbot (the thread's
+    run: `config` is the one the graph was invoked with) and return the `Command` to resume
+    the graph with."""
+    gate = _hitl_gate(dict(url=url, token=token, workspace=workspace, profile=profile, wait=wait))
+    thread = thread_of(_Config(config))
+    decided = []
+    for call in hitl_calls(interrupts):
+        _id, name, args, key, allowed = call
+        outcome = await gate.decide(thread, name, args, call_id=key, title=run_title(thread))
+        decided.append((call, hitl_decision(name, outcome, allowed)))
+    return hitl_resume(interrupts, decided)
+
+
+def resolve_hitl_sync(
+    interrupts: Sequence[Interrupt],
+    config: Any = None,
+    *,
+    url: str | None = None,
+    token: str | None = None,
+    workspace: str | None = None,
+    profile: str | None = None,
+    wait: float | None = None,
+) -> Command[Any]:
+    """`resolve_hitl` for the sync path (`invoke`): blocks until every call is decided."""
+    gate = _hitl_gate(dict(url=url, token=token, workspace=workspace, profile=profile, wait=wait))
+    thread = thread_of(_Config(config))
+    decided = []
+    for call in hitl_calls(interrupts):
+        _id, name, args, key, allowed = call
+        outcome = gate.decide_sync(thread, name, args, call_id=key, title=run_title(thread))
+        decided.append((call, hitl_decision(name, outcome, allowed)))
+    return hitl_resume(interrupts, decided)
+
+
+class _Config:
+    """A graph's config where `thread_of` looks for a runtime's."""
+
+    def __init__(self, config: Any) -> None:
+        self.config = config
