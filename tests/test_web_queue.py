@@ -325,3 +325,34 @@ async def test_a_decision_page_deep_in_a_big_queue_reloads_only_when_it_ends(
     await page.wait_for_selector("body:not([data-watch])", timeout=LIVE)
     assert "approved" in await page.inner_text("main")
     await page.context.close()
+
+
+async def test_live_updates_keep_folded_groups_folded_and_counts_true(
+    browser: Browser, served: Site
+) -> None:
+    world = served.world
+    folded = await declare(world, title="nightly cleanup")
+    for n in range(4):
+        await append(world, folded, "bash", {"command": f"rm -r /tmp/build-{n}"})
+    await world.clock.advance(1)
+    other = await declare(world, title="deploy the shop")
+    await append(world, other, "bash", {"command": "make deploy"})
+    page = await signed_in(browser, served)
+    await page.evaluate("window.__sameDocument = true")
+    group = page.locator('details.group:has-text("nightly cleanup")')
+    await group.locator("summary").click()
+    assert await group.get_attribute("open") is None
+
+    await world.clock.advance(1)
+    await append(world, folded, "bash", {"command": "rm -r /tmp/build-4"})
+    await page.wait_for_function(
+        "() => document.getElementById('inbox-total').textContent === '(6)'", timeout=LIVE
+    )
+    assert await page.evaluate("window.__sameDocument === true")
+    group = page.locator('details.group:has-text("nightly cleanup")')
+    assert await group.get_attribute("open") is None, "a folded group stays folded"
+    assert "5 waiting" in await group.locator("summary").inner_text()
+    assert await group.locator("a.more").text_content() == "Show 2 more"  # folded: hidden
+    # The run with the newest park comes first.
+    assert "nightly cleanup" in await page.locator("details.group").first.inner_text()
+    await page.context.close()
