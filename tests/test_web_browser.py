@@ -1,6 +1,7 @@
 """The browser page in a real headless Chromium (Debian's `chromium`, driven by playwright; no
 browser download). One browser for the module, a fresh context (cookies) per test. The
-screenshots in docs/img/ come from here, so the README shows the page as it is."""
+screenshots in docs/img/ come from `make screenshots` (bench/screenshots.py): tests never write
+into the working tree."""
 
 from __future__ import annotations
 

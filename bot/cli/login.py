@@ -218,6 +218,14 @@ def first_start_profile(url: str, workspace: str, token: str) -> str:
     except OSError as error:
         return f"approvalbot:   could not write the CLI profile {path}: {error.strerror}"
     return (
-        f"approvalbot:   saved with {url} and workspace {workspace!r} in the CLI profile {path} "
-        "(mode 0600): `approvalbot asks` uses it"
+        f"approvalbot:   saved for the CLI in {_shown(path)} (mode 0600, with {url} and workspace "
+        f"{workspace!r}): `approvalbot asks` needs no flags"
     )
+
+
+def _shown(path: Path) -> str:
+    """The path as a person reads it: under the home directory as `~/…`."""
+    try:
+        return "~/" + str(path.relative_to(Path.home()))
+    except (ValueError, RuntimeError):
+        return str(path)
