@@ -13,7 +13,7 @@ from tests.http_harness import Served, fixtures
 
 TASK_KEYS = {
     "key", "run_id", "kind", "origin", "tool_name", "tool", "tool_input", "state", "error",
-    "effect_profile", "deadline", "resolved_by", "via", "resolution",
+    "effect_profile", "deadline", "resolved_by", "via", "resolution", "approved_input",
 }  # fmt: skip
 RUN_KEYS = {"id", "state", "approval_mode", "approval_rules", "tool_names", "aliases"}
 

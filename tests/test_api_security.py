@@ -26,7 +26,13 @@ async def scene(api: Served) -> dict[str, str]:
         {"key": "q", "tool_name": "ask", "tool_input": {"prompt": "Go?"}},
         {"key": "mine", "tool_name": "ask", "tool_input": {"prompt": "Mine?"}, "origin": "author"},
     ]
-    params = {"ws": api.ws, "run": run["id"], "key": "k1", "executor": executor["id"]}
+    params = {
+        "ws": api.ws,
+        "run": run["id"],
+        "key": "k1",
+        "executor": executor["id"],
+        "rule": "lrn_0",
+    }
     # The author question comes from an application registered to claim that origin.
     issued = await api.core.admin.add_application(api.ws, "script", may_claim="author")
     api.tokens["script"] = issued.token

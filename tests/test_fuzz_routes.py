@@ -120,7 +120,13 @@ async def make_scene(api: Served) -> Scene:
         assert status == 201
     status, _ = await api.call("POST", f"{tail}/done/approve", "alice", {})
     assert status == 200
-    params = {"ws": api.ws, "run": run["id"], "key": "done", "executor": executor["id"]}
+    params = {
+        "ws": api.ws,
+        "run": run["id"],
+        "key": "done",
+        "executor": executor["id"],
+        "rule": "lrn_0",
+    }
     return Scene(api, int(api.url.rsplit(":", 1)[1]), params)
 
 
@@ -314,7 +320,7 @@ def identifiers(scene: Scene, record: Record, data: st.DataObject) -> None:
     bad = data.draw(hostile_ids, label="id")
     segment = encode_segment(bad)
     for method, path in every_route():
-        names = [n for n in ("ws", "run", "key", "executor") if "{" + n + "}" in path]
+        names = [n for n in ("ws", "run", "key", "executor", "rule") if "{" + n + "}" in path]
         if not names:
             continue
         name = data.draw(st.sampled_from(names), label="which")

@@ -33,10 +33,14 @@ RUN_FILTER = _anchored("[A-Za-z0-9_-]{0,40}")  # `?run_id=`: empty is no filter
 KEY = _anchored(_body(KEY_PATTERN.pattern))
 
 # JSON-schema patterns (ECMA-262: `$` is the end of the text), by path parameter name.
-PATTERNS: dict[str, str] = {"ws": WORKSPACE, "run": RECORD, "key": KEY, "executor": RECORD}
+PATTERNS: dict[str, str] = {
+    "ws": WORKSPACE, "run": RECORD, "key": KEY, "executor": RECORD, "rule": RECORD,
+}  # fmt: skip
 # Python's `$` also matches before a final newline: check with fullmatch on the bare body.
 _COMPILED = {name: re.compile(_body(pattern)) for name, pattern in PATTERNS.items()}
-_MISSING = {"ws": "workspace", "run": "run", "key": "task", "executor": "executor"}
+_MISSING = {
+    "ws": "workspace", "run": "run", "key": "task", "executor": "executor", "rule": "learned rule",
+}  # fmt: skip
 
 
 def fits(name: str, value: str) -> bool:

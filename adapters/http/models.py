@@ -228,6 +228,8 @@ class TaskOut(ResponseModel):
     via: str | None
     resolution: dict[str, Any] | None
     resolution_token: str | None = None
+    # The input a person approved when they edited it before approving; null unless edited.
+    approved_input: Any = None
 
     @property
     def parked(self) -> bool:
@@ -320,6 +322,7 @@ def task_out(task: Task, token: str | None = None) -> dict[str, Any]:
         "resolved_by": task.resolved_by,
         "via": task.via,
         "resolution": task.resolution,
+        "approved_input": task.approved_input,
     }
     if token is not None:
         body["resolution_token"] = token

@@ -16,8 +16,9 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from adapters.http import api, executors, ids, sse
+from adapters.http import api, executors, ids, policy, sse
 from adapters.http import models as m
+from adapters.http import policy_models as pm
 from adapters.http.health import healthz, readyz
 from adapters.http.keys import CORE
 from adapters.http.middleware import (
@@ -35,6 +36,7 @@ WS = "/v1/workspaces/{ws}"
 RUN = WS + "/runs/{run}"
 TASK = RUN + "/tasks/{key}"
 EXE = WS + "/executors/{executor}"
+LEARNED = WS + "/rules/learned"
 
 _SSE = "text/event-stream"
 _WAIT = Query(
@@ -67,8 +69,19 @@ ROUTES: tuple[Route, ...] = (
           "before (idempotent retry). The same key with another body is 409."),
     Route("GET", TASK, api.get_task, "Read a task (optionally long-poll with ?wait=S)",
           "app, member", None, m.TaskOut, query=(_WAIT,)),
-    Route("POST", TASK + "/approve", api.approve, "Approve a parked call", "member",
-          m.EmptyIn, m.TaskOut, errors=(401, 403, 404, 409, 422)),
+    Route("POST", TASK + "/approve", policy.approve, "Approve a parked call (optionally "
+          "edited, optionally learning a rule)", "member", pm.ApproveIn, m.TaskOut,
+          errors=(401, 403, 404, 409, 422),
+          description="`tool_input` approves the call as edited: the run's rules evaluate it "
+          "again (a deny still binds: `422 approval_denied`, and the task stays parked). "
+          "`allow` learns a rule from the approved input: `scope` run or profile, `rule` the "
+          "proposal when absent (verdict allow; it must match the call, else "
+          "`422 rule_does_not_match`; `422 no_profile` for scope profile on a run without one)."),
+    Route("GET", TASK + "/proposal", policy.proposal, "The rule \"Approve & allow like "
+          "this\" would learn, and the past calls it would have allowed", "member", None,
+          pm.ProposalOut, errors=(401, 403, 404, 409),
+          description="`would_allow`: up to 50 of the workspace's calls of the last 30 days "
+          "(never this one), newest first. A task no longer parked is `409 already_decided`."),
     Route("POST", TASK + "/deny", api.deny, "Deny a parked call, with an optional reason",
           "member", m.DenyIn, m.TaskOut, errors=(401, 403, 404, 409, 422)),
     Route("POST", TASK + "/resolution", api.resolve, "Answer (or, with outcome: failed, "
@@ -85,9 +98,18 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", RUN + "/events", api.run_events, "The run's lifecycle feed (SSE)",
           "app, member", query=(_LAST,), stream=_SSE, description=_FEED),
     Route("GET", WS + "/asks", api.asks, "Every decision now resting on a person", "member",
-          None, m.AsksOut, errors=(401, 403, 404, 422),
+          None, m.AsksOut, errors=(400, 401, 403, 404, 422),
           query=(Query("run_id", {"type": "string", "pattern": ids.RUN_FILTER},
-                       "Only this run's decisions (empty: all; a malformed run id is a 422)"),)),
+                       "Only this run's decisions (empty: all; a malformed run id is a 422)"),
+                 *api.ASKS_QUERY)),
+    Route("GET", LEARNED, policy.learned_rules, "Rules learned from decisions (both scopes)",
+          "member", None, pm.LearnedRulesOut, errors=(401, 403, 404)),
+    Route("DELETE", LEARNED + "/{rule}", policy.remove_learned_rule, "Remove a learned rule: "
+          "runs declared afterwards (and the run of a run-scoped one) go without it", "member",
+          None, None, 204, (401, 403, 404)),
+    Route("GET", WS + "/log", policy.decision_log, "The decision log (the page's export), "
+          "oldest first", "member", None, pm.LogOut, errors=(401, 403, 404, 422),
+          query=policy.LOG_QUERY),
     Route("POST", WS + "/executors", executors.register, "Register an executor", "app",
           m.ExecutorIn, m.ExecutorOut, 201, (401, 403, 404, 422)),
     Route("GET", EXE, executors.show, "Read an executor", "app", None, m.ExecutorOut),
@@ -151,6 +173,8 @@ _META: tuple[Route, ...] = (
           errors=()),
     Route("GET", "/openapi.json", openapi, "This document", "public", errors=()),
     Route("GET", "/healthz", healthz, "Liveness", "public", errors=()),
+    Route("GET", "/v1/whoami", api.whoami, "Who this bearer token is: kind, name and the "
+          "workspaces it can see", "app, member", None, None, errors=(401,)),
     Route("GET", "/readyz", readyz, "Readiness: store reachable, migrations applied, "
           "adapters healthy (503 when not)", "public", also=(503,), errors=()),
 )  # fmt: skip
@@ -169,5 +193,6 @@ def setup_api(app: web.Application) -> None:
         ("/openapi.json", openapi),
         ("/healthz", healthz),
         ("/readyz", readyz),
+        ("/v1/whoami", api.whoami),
     ):
         app.router.add_get(path, handler, expect_handler=expect_handler)

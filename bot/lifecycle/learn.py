@@ -47,6 +47,8 @@ class Learning(Recording):
         after the run's rules have looked at it again."""
         if tool_input is UNEDITED or tool_input == task.tool_input:
             return None
+        if tool_input is None:  # `approved_input: null` reads "not edited": never run null
+            raise invalid("tool_input: an edited input must not be null")
         problem = effects.storable_problem(tool_input, "tool_input")
         if problem:
             raise invalid(problem)
