@@ -23,6 +23,7 @@ from tests.frameworks_harness import (
     framework_fixtures,
     keywords,
     load_example,
+    needs_editing,
     next_decision,
 )
 from tests.frameworks_harness import with_person as person_meanwhile
@@ -174,3 +175,14 @@ async def test_the_example_runs_against_the_service(api: Served, alice: sdk.Work
         "Bash make deploy ENV=staging: allowed",
     ]
     assert person.seen[1].tool_input == {"command": "make deploy ENV=staging"}
+
+
+@needs_editing
+async def test_an_edited_input_is_the_updated_input(api: Served, alice: sdk.Workspace) -> None:
+    callback = can_use_tool(**keywords(api))
+    person = Person(alice)
+    result = await person_meanwhile(
+        callback("Bash", {"command": "make deploy"}, context("toolu_1")),
+        lambda: person.approve_edited({"command": "make deploy ENV=staging"}),
+    )
+    assert result == PermissionResultAllow(updated_input={"command": "make deploy ENV=staging"})

@@ -27,6 +27,7 @@ from tests.frameworks_harness import (
     framework_fixtures,
     keywords,
     load_example,
+    needs_editing,
     with_person,
 )
 from tests.http_harness import Served
@@ -297,3 +298,16 @@ async def test_hitl_interrupts_of_a_checkpointed_graph_are_resolved(
     assert person.seen[0].tool == "deploy"
     status, run = await api.call("GET", f"/runs/{person.seen[0].run_id}")
     assert (status, run["title"]) == (200, f"LangChain · thread hitl-{mode}")
+
+
+@needs_editing
+async def test_an_edited_input_is_what_runs(api: Served, alice: sdk.Workspace) -> None:
+    tools = Tools()
+    graph = agent(calls(("deploy", {"env": "prod"})), tools, ApprovalMiddleware(**keywords(api)))
+    person = Person(alice)
+    out = await with_person(
+        graph.ainvoke({"messages": [("user", "ship")]}, thread("ed1")),
+        lambda: person.approve_edited({"env": "staging"}),
+    )
+    assert tool_messages(out)["deploy"].content == "deployed staging"
+    assert tools.ran == [("deploy", {"env": "staging"})]

@@ -39,6 +39,7 @@ from tests.frameworks_harness import (
     framework_fixtures,
     keywords,
     load_example,
+    needs_editing,
     with_person,
 )
 from tests.http_harness import Served
@@ -248,3 +249,19 @@ async def test_the_example_runs_against_the_service(api: Served, alice: sdk.Work
     assert final == "Finished: deploy was not run: denied by alice: production is frozen today"
     assert (person.seen[1].tool, person.seen[1].tool_input) == ("deploy", {"env": "production"})
     assert person.seen[0].run_id == person.seen[1].run_id
+
+
+@needs_editing
+async def test_an_edited_input_goes_back_to_the_model(api: Served, alice: sdk.Workspace) -> None:
+    """The SDK cannot change an approved call's arguments: the call is not run, and the model
+    reads the arguments the person approved."""
+    tools = Tools()
+    model = ScriptedModel([call("deploy", {"env": "prod"}, "c1")])
+    person = Person(alice)
+    agent = Agent(name="ops", model=model, tools=tools.all)
+    await with_person(run_to_end(agent, api), lambda: person.approve_edited({"env": "staging"}))
+    assert tools.ran == []
+    assert model.outputs["c1"] == (
+        "deploy was not run as asked: approved by alice, with an edited input. Call deploy "
+        'again with exactly these arguments: {"env": "staging"}'
+    )
