@@ -149,7 +149,7 @@ async def test_asks_lists_and_decides(api: Served) -> None:
     assert declined.output.startswith("declined")
     tasks = {t.key: t for t in await api.core.store.tasks(api.ws, run_id=run_id)}
     assert (tasks["call"].state, tasks["call"].resolved_by, tasks["call"].via) == (
-        "granted", "alice", "api",
+        "granted", "alice", "cli",
     )  # fmt: skip
     assert tasks["nope"].error == {"code": "approval_denied", "detail": "never on prod"}
     assert tasks["region"].resolution == {"content": "eu"}
