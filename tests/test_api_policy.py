@@ -3,8 +3,14 @@ and PostgreSQL: bodies, statuses and error codes."""
 
 from __future__ import annotations
 
-import pytest
+import asyncio
+import json
+from collections.abc import Awaitable
 
+import pytest
+from click.testing import CliRunner, Result
+
+from bot.cli import main
 from bot.config import ProfileConfig, Settings
 from tests.http_harness import Served, fixtures
 
@@ -155,3 +161,27 @@ async def test_the_decision_log(api: Served) -> None:
         assert (status, body["error"]["code"]) == (422, "invalid_request"), bad
     assert (await api.call("GET", "/log", "agent"))[0] == 403
     assert (await api.call("GET", "/log", "carol", ws=api.beta))[1]["entries"] == []
+
+
+async def test_cli_rules_learned(api: Served) -> None:
+    def invoke(*args: str) -> Awaitable[Result]:
+        env = {"APPROVALBOT_URL": api.url, "APPROVALBOT_TOKEN": api.token("bob")}
+        env["APPROVALBOT_WORKSPACE"] = api.ws
+        return asyncio.to_thread(CliRunner().invoke, main, ["rules", "learned", *args], env=env)
+
+    assert (await invoke()).output == "no learned rules\n"
+    run_id = await parked(api)
+    await api.call("POST", f"/runs/{run_id}/tasks/k1/approve", "alice", {"allow": {"scope": "run"}})
+    listed = await invoke()
+    assert listed.exit_code == 0, listed.output
+    [line] = listed.output.splitlines()
+    rule_id = line.split()[0]
+    assert '"match": "git push *"' in line and f"run {run_id}" in line
+    assert f"by alice from {run_id}/k1" in line
+    [shown] = json.loads((await invoke("--json")).output)
+    assert (shown["id"], shown["scope"]) == (rule_id, "run")
+    removed = await invoke("--remove", rule_id)
+    assert (removed.exit_code, removed.output) == (0, f"removed {rule_id}\n")
+    again = await invoke("--remove", rule_id)
+    assert again.exit_code == 1 and "not_found" in again.output
+    assert (await invoke()).output == "no learned rules\n"

@@ -1,4 +1,5 @@
-"""`approvalbot rules validate` and `approvalbot rules check` (SPEC 4a).
+"""`approvalbot rules validate`, `approvalbot rules check` (SPEC 4a) and
+`approvalbot rules learned [--remove ID]` (issue 15: the rules learned from decisions).
 
 `check --calls` over a log of past calls is policy replay: try a new rule list on what agents
 actually did before deploying it. `--format table` prints a readable table and a summary.
@@ -260,3 +261,66 @@ def check_command(
     for verdict in verdicts:
         out.write(json.dumps(verdict.to_json(), ensure_ascii=False) + "\n")
     out.flush()
+
+
+@rules.command("learned")
+@click.option("--remove", "remove_id", metavar="ID", help="Remove this learned rule.")
+@click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
+@click.option(
+    "--url",
+    envvar="APPROVALBOT_URL",
+    default=None,
+    help="The service (env APPROVALBOT_URL; default: the CLI profile's).",
+)
+@click.option(
+    "--token",
+    envvar="APPROVALBOT_TOKEN",
+    default=None,
+    help="A member token (env APPROVALBOT_TOKEN; default: the CLI profile's).",
+)
+@click.option(
+    "--workspace",
+    envvar="APPROVALBOT_WORKSPACE",
+    default=None,
+    help="The workspace (env APPROVALBOT_WORKSPACE; default: the profile's).",
+)
+def learned_command(
+    remove_id: str | None,
+    as_json: bool,
+    url: str | None,
+    token: str | None,
+    workspace: str | None,
+) -> None:  # fmt: skip
+    """The rules learned from decisions ("Approve & allow like this"), or remove one. Talks to
+    the running service with a member token, like `approvalbot asks`."""
+    from urllib.parse import quote
+
+    from bot.cli.asks import Connection  # the HTTP client is imported only when used
+
+    conn = Connection(url, token, workspace)
+
+    async def act(client: Any) -> Any:
+        base = f"/v1/workspaces/{conn.workspace}/rules/learned"
+        if remove_id is not None:
+            return await client.request("DELETE", f"{base}/{quote(remove_id, safe='')}")
+        return (await client.request("GET", base))["rules"]
+
+    found = conn.run(act)
+    if remove_id is not None:
+        click.echo(f"removed {remove_id}")
+    elif as_json:
+        click.echo(json.dumps(found, ensure_ascii=False))
+    elif not found:
+        click.echo("no learned rules")
+    else:
+        for rule in found:
+            scope = (
+                f"profile {rule['profile']}"
+                if rule["scope"] == "profile"
+                else (f"run {rule['run_id']}")
+            )
+            came = rule["from"]
+            click.echo(
+                f"{rule['id']}  {json.dumps(rule['rule'], ensure_ascii=False)}  {scope}  "
+                f"by {rule['added_by']} from {came['run_id']}/{came['key']}"
+            )
