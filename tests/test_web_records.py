@@ -346,3 +346,24 @@ async def test_axe_finds_no_serious_violations_on_the_record_pages(
             found = _serious(await axe.run(page))
             assert found == [], (scheme, path, found)
         await page.context.close()
+
+
+@needs_chromium
+@pytest.mark.asyncio(loop_scope="module")
+async def test_the_record_pages_fit_a_phone_without_sideways_scrolling(
+    browser: Browser, served: Site
+) -> None:
+    run_id, keys = await story(served.world)
+    page = await signed_in(browser, served, viewport={"width": 390, "height": 800})
+    for path in (f"/runs/{run_id}", "/runs", "/history", f"/decisions/{run_id}/{keys['rm']}"):
+        await page.goto(served.url + path)
+        # Neither the page nor a table's own scroll box runs wider than the screen.
+        wide = await page.evaluate(
+            "() => [document.documentElement, ...document.querySelectorAll('.scroll')]"
+            ".filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.className || e.tagName)"
+        )
+        assert wide == [], path
+        # Everything a row says is still there, stacked.
+        if path == "/history":
+            assert await page.locator(".history-list td.col-who").first.is_visible()
+    await page.context.close()
