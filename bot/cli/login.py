@@ -184,7 +184,13 @@ def login(url: str | None, workspace: str | None, token: str | None) -> None:
     """Check a member token against the service and save it in the CLI profile (mode 0600)."""
     if not token:
         token = click.prompt("member token (abm_…)", hide_input=True).strip()
-    url = (url or DEFAULT_URL).rstrip("/")
+    if not url:
+        try:
+            known = read_profile()
+        except ProfileError:
+            known = None  # replaced by the one this login writes
+        url = known.url if known is not None else DEFAULT_URL
+    url = url.rstrip("/")
     try:
         profile = asyncio.run(check(url, token, workspace))
     except ApprovalbotError as error:
