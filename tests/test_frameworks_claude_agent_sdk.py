@@ -4,6 +4,9 @@ person (alice) deciding over the API."""
 
 from __future__ import annotations
 
+import asyncio
+from datetime import timedelta
+
 import pytest
 from claude_agent_sdk import (
     ClaudeAgentOptions,
@@ -186,3 +189,27 @@ async def test_an_edited_input_is_the_updated_input(api: Served, alice: sdk.Work
         lambda: person.approve_edited({"command": "make deploy ENV=staging"}),
     )
     assert result == PermissionResultAllow(updated_input={"command": "make deploy ENV=staging"})
+
+
+async def test_nobody_deciding_runs_nothing(api: Served, alice: sdk.Workspace) -> None:
+    """`wait` ran out, or the service's deadline passed: denied, with why."""
+    waited = can_use_tool(**keywords(api), wait=0.2)
+    result = await waited("Bash", {"command": "make deploy"}, context("toolu_w"))
+    assert result == PermissionResultDeny(
+        message="Bash was not run: nobody decided within 0.2 s", interrupt=False
+    )
+    callback = can_use_tool(**keywords(api))
+
+    async def expire() -> None:
+        for _ in range(500):  # until this call is parked (the earlier one still is, too)
+            if any(d.tool_input == {"command": "make migrate"} for d in await alice.asks()):
+                break
+            await asyncio.sleep(0.02)
+        await api.clock.advance(timedelta(hours=24, seconds=1))
+        await api.core.scheduler.run_once()
+
+    result = await person_meanwhile(
+        callback("Bash", {"command": "make migrate"}, context("toolu_e")), expire
+    )
+    assert isinstance(result, PermissionResultDeny)
+    assert result.message.startswith("Bash was not run: nobody decided within the time allowed")
