@@ -100,8 +100,6 @@ async def test_login_defaults_the_workspace_when_the_token_sees_one(
     async with api.session.get(
         f"{api.url}/v1/whoami", headers={"Authorization": f"Bearer {api.token('alice')}"}
     ) as answer:
-        if answer.status == 404:
-            pytest.skip("GET /v1/whoami is not routed yet (requested in adapters/http/routes.py)")
         assert answer.status == 200 and (await answer.json())["workspaces"] == [api.ws]
     done = await invoke("login", "--url", api.url, "--token", api.token("alice"), env={})
     assert done.exit_code == 0, done.output
