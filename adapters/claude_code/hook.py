@@ -5,6 +5,7 @@ remembered on disk, see `state`); each tool call is appended to it as a `model` 
 Claude's `tool_use_id`, with an effect profile derived from the tool. The receipt decides:
 
 - granted -> `allow`; refused (a rule or a person) -> `deny` with the reason, which Claude reads;
+  approved as a person edited it -> `allow` with `updatedInput` = the approved input;
 - parked -> long-poll until a person decides, and answer with their decision; nobody decided
   within `--wait` -> the `--on-timeout` decision (`ask`: Claude's own prompt, or `deny`);
 - `AskUserQuestion` -> one approvalbot question per question; the answers go back as `allow`
@@ -382,6 +383,13 @@ def decide_call(session: Session, call: Call, options: Options, clock: Clock) ->
         return _timeout(options, f"nobody decided within {options.wait:g} s")
     if task.get("state") == "granted":
         who = _who(task)
+        edited = task.get("approved_input")
+        if edited is not None:
+            # The person approved a changed call: Claude runs that one (`updatedInput`).
+            if not isinstance(edited, dict):
+                return Decision("deny", f"approvalbot: {who} approved an input that is not an "
+                                "object, which no Claude Code tool takes")  # fmt: skip
+            return Decision("allow", f"approvalbot: approved by {who}, edited", edited)
         if task.get("resolved_by"):
             return Decision("allow", f"approvalbot: approved by {who}")
         return Decision("allow", "approvalbot: allowed by the run's approval rules")

@@ -250,6 +250,14 @@ class Bridge:
                 "open, so request_approval again with the same action keeps waiting for it"
             )
         if task.state == "granted":
+            if task.approved_input is not None:
+                # The person changed the request before approving it: the model must act on
+                # what was approved, not on what it asked for.
+                edited = json.dumps(task.approved_input, ensure_ascii=False, sort_keys=True)
+                return (
+                    f"approved by {task.resolved_by} with changes: go ahead only with these "
+                    f"details instead of yours: {edited}"
+                )
             return f"approved by {task.resolved_by}" if task.resolved_by else "approved by rule"
         return ending(task, question=False)
 
