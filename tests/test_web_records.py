@@ -152,6 +152,31 @@ async def test_how_a_run_ended_reads_on_the_runs_list_and_the_run_page(world: Wo
         assert "nightly: abandoned by you" in page  # the notice names the run by its title
 
 
+async def test_a_retried_run_reads_asked_again_after_the_retry(world: World) -> None:
+    run_id = await declare(world, title="nightly")
+    await append(world, run_id, "ask", {"prompt": "Ship it?"})
+    await world.clock.advance(timedelta(hours=25))
+    await world.core.scheduler.run_once()
+    await world.core.service.retry(world.bob, world.ws, run_id, via="cli")
+    async with site(world) as s, browserless() as client:
+        await sign_in(client, s.url, world.tokens["alice"])
+        _, html = await get_text(client, f"{s.url}/runs/{run_id}")
+    steps = _steps(html)
+    expected = [
+        "the agent (agent) started the run",
+        "the agent (agent) asked: Ship it?",
+        "nobody decided in time: Ship it?",
+        "the run is held",
+        "asked again after bob retried: Ship it?",
+        "bob retried",
+    ]
+    assert len(steps) == len(expected), steps
+    for text, words in zip(steps, expected, strict=True):
+        assert words in text, (words, text)
+    assert "expired" in steps[2] and "via cli" in steps[4] and "via cli" in steps[5]
+    assert '<span class="state state-running ending-running">running</span>' in html
+
+
 # a decision after its ending; history ------------------------------------------------------
 async def test_a_decision_page_after_its_ending_says_how_it_ended(world: World) -> None:
     run_id = await declare(world)

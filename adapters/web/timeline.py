@@ -90,8 +90,10 @@ def ending_of(
     if run.state == "held":
         text = "held: waiting for a person to retry or abandon"
         return RunEnding("held", text, entry.at if entry else None, "clock")
-    if run.state == "running" or entry is None or entry.action == "run_retried":
+    if run.state == "running":
         return RunEnding("running", "running")
+    if entry is None or entry.action not in ("run_stopped", "run_abandoned"):
+        return RunEnding("stopped", "stopped")  # a record older than its log entry
     kind = entry.detail.get("principal_kind") if isinstance(entry.detail, dict) else None
     by_agent = kind == "application" or (
         kind is None and agent is not None and entry.actor == agent
@@ -161,6 +163,8 @@ def _asked(entry: LogEntry, task: Task, agent: str | None, rules: list[dict[str,
     if entry.via == "engine":
         asker = f"the agent ({task.appended_by})" if task.appended_by else "the agent"
     what = "asked" if task.kind == "ask" else f"asked to run {task.tool}"
+    if task.retry_of is not None:  # parked anew by a person's retry, not by the agent
+        asker, what = "", f"asked again after {entry.actor} retried"
     step = Step(
         at=entry.at,
         action=entry.action,
