@@ -152,3 +152,25 @@ async def test_without_a_token_anywhere_the_error_says_where_one_comes_from(
     result = await invoke("asks", env={})
     assert result.exit_code == 2
     assert "approvalbot login" in result.output and str(profile_file) in result.output
+
+
+async def test_the_first_start_writes_the_profile_but_not_over_another_services(
+    profile_file: Path,
+) -> None:
+    from bot.cli.login import first_start_profile
+
+    said = first_start_profile("http://127.0.0.1:4711", "default", "abm_" + "a" * 43)
+    assert "mode 0600" in said and "abm_" not in said
+    assert read_profile(profile_file) == Profile(
+        "http://127.0.0.1:4711", "default", "abm_" + "a" * 43
+    )
+    # A restart after the database was reset, same address: the new admin token replaces it.
+    first_start_profile("http://127.0.0.1:4711", "default", "abm_" + "b" * 43)
+    assert read_profile(profile_file) == Profile(
+        "http://127.0.0.1:4711", "default", "abm_" + "b" * 43
+    )
+    # Another service's profile is left alone, and the output says how to switch.
+    said = first_start_profile("http://127.0.0.1:9999", "default", "abm_" + "c" * 43)
+    assert "approvalbot login --url http://127.0.0.1:9999 --workspace default" in said
+    kept = read_profile(profile_file)
+    assert kept is not None and kept.url == "http://127.0.0.1:4711"

@@ -216,8 +216,9 @@ def first_start_profile(url: str, workspace: str, token: str) -> str:
         existing = None  # unreadable or too open: replaced by a good one
     if existing is not None and not same_service(existing.url, url):
         return (
-            f"approvalbot:   the CLI profile {path} is for {existing.url}; to use this service: "
-            f"approvalbot login --url {url} --workspace {workspace}"
+            f"approvalbot:   the CLI profile {_shown(path)} is for {existing.url}, left as it is; "
+            f"for this service: approvalbot login --url {url} --workspace {workspace} "
+            "(with the member token above)"
         )
     try:
         write_profile(Profile(url, workspace, token), path)
