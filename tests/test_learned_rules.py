@@ -268,3 +268,33 @@ async def test_the_rule_is_learned_on_every_instance(ops: World) -> None:
         ops.agent, WS, run_id, CallSpec("bash", bash("git push origin x"), key="k2")
     )
     assert receipt.task.state == "granted"
+
+
+async def test_rule_order_in_every_mode(world: World) -> None:
+    """Learned allows sit between the declared denies and asks: they beat an ask rule and a
+    `rules`-mode refusal for want of an allow, never a deny or an undeclared tool."""
+    s = world.core.service
+    ask_push = {"tool": "bash", "verdict": "ask", "path": "command", "match": "git push *"}
+    ls_only = {"tool": "bash", "verdict": "allow", "path": "command", "match": "ls"}
+    strict = await declare(
+        world,
+        approval_mode="rules",
+        approval_rules=[DENY_FORCE, ask_push, ls_only],
+        tool_names=["bash", "write"],
+    )
+    await call(world, strict, "k1", bash("git push origin main"))
+    wide = {"tool": "bash|deploy", "verdict": "allow"}
+    await s.approve(world.alice, WS, strict, "k1", allow=AllowSpec("run", wide))
+    assert await call(world, strict, "k2", bash("git push origin x")) == "granted"  # beat ask
+    assert await call(world, strict, "k3", bash("make")) == "granted"  # rules mode: allowed
+    assert await call(world, strict, "k4", bash("git push --force")) == "failed"  # deny binds
+    refused_tool = await s.append(
+        world.agent, WS, strict, CallSpec("deploy", {}, key="k5")
+    )  # outside tool_names: never allowed by any rule
+    assert refused_tool.task.error is not None
+    assert refused_tool.task.error["code"] == "tool_not_declared"
+    # A stricter mode asked by one call still lets the learned rule through, a deny never.
+    tightened = await s.append(
+        world.agent, WS, strict, CallSpec("bash", bash("make x"), key="k6", approval_mode="rules")
+    )
+    assert tightened.task.state == "granted"
