@@ -10,7 +10,7 @@ from typing import Any
 
 from aiohttp import HttpVersion11, web
 
-from adapters.web import actions, exports, queue, stream, views
+from adapters.web import actions, edits, exports, policy, queue, stream, views
 from adapters.web.context import STATIC, WEB, WebState, make_env, security_headers, web_errors
 from adapters.web.session import Signer
 from bot.config import Settings
@@ -76,6 +76,9 @@ def setup_web(
     sessions = sessions or _sessions_of(core)
     env = make_env()
     env.globals["ago"] = queue.ago  # relative times: "4 min ago", the absolute one on hover
+    env.globals["edit_field"] = edits.edit_field  # edit before approve: what a person edits
+    env.globals["edit_diff"] = edits.edit_diff  # and what they changed, once approved
+    env.globals["allow_path"] = policy.allow_path
     app[WEB] = WebState(core, settings, env, signer, secure, sessions)
     app.middlewares.append(web_errors)
     app.on_shutdown.append(_stop_streams)
@@ -88,6 +91,10 @@ def setup_web(
     add.add_post("/logout", actions.logout)
     add.add_get("/inbox", queue.inbox)
     add.add_get("/decisions/{run_id}/{key}", views.decision)
+    # Before the generic action route, which would take their posts for unknown actions.
+    add.add_get("/decisions/{run_id}/{key}/allow", policy.allow_form)
+    add.add_post("/decisions/{run_id}/{key}/allow", policy.allow_post)
+    add.add_post("/decisions/{run_id}/{key}/approve-edited", policy.approve_edited)
     add.add_post("/decisions/{run_id}/{key}/{action}", actions.decide)
     add.add_get("/runs", views.runs)
     add.add_get("/runs/{run_id}", views.run_page)
@@ -95,6 +102,8 @@ def setup_web(
     add.add_get("/history", views.history)
     add.add_get("/history/log.csv", exports.export_csv)
     add.add_get("/history/log.json", exports.export_json)
+    add.add_get("/policy", policy.policy)
+    add.add_post("/policy/learned/{rule_id}/remove", policy.remove_learned)
     add.add_get("/web/inbox", queue.inbox_fragment)
     add.add_get("/web/stream", stream.stream)
     add.add_get("/favicon.ico", favicon)

@@ -1,0 +1,354 @@
+"""Approve always, edit before approve and the Policy view on the page (issue 15), by plain form
+posts (the page works without JavaScript), on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import html as html_lib
+import re
+
+import aiohttp
+import pytest
+
+from bot.config import ProfileConfig, Settings
+from bot.service import AllowSpec, CallSpec, RunSpec
+from store.sql import SqlStore
+from tests.conftest import World, make_world
+from tests.web_helpers import append, browserless, declare, get_text, post_form, sign_in, site
+
+DENY_FORCE = {
+    "tool": "bash",
+    "verdict": "deny",
+    "path": "command",
+    "match": "*--force*",
+    "reason": "never force-push",
+}
+OPS = ProfileConfig(
+    approval_mode="ask", approval_rules=[DENY_FORCE, {"tool": "bash", "verdict": "ask"}]
+)
+
+
+@pytest.fixture
+async def ops(store: SqlStore) -> World:
+    """A world configured with the profile `ops` (a deny before an ask)."""
+    return await make_world(store, Settings(profiles={"ops": OPS}))
+
+
+def _settings() -> Settings:
+    return Settings(profiles={"ops": OPS})
+
+
+def text_of(html: str) -> str:
+    """The page's text as a person reads it: tags gone, entities decoded, spaces collapsed."""
+    return " ".join(html_lib.unescape(re.sub(r"<[^>]+>", " ", html)).split())
+
+
+def past_calls(html: str) -> str:
+    found = re.search(r'<ul class="would-allow">(.*?)</ul>', html, re.S)
+    assert found, "the allow page lists no past calls"
+    return text_of(found.group(1))
+
+
+async def state_of(w: World, run_id: str, key: str) -> str:
+    return (await w.core.service.get_task(w.alice, w.ws, run_id, key)).state
+
+
+async def call(w: World, run_id: str, key: str, command: str) -> str:
+    spec = CallSpec("bash", {"command": command}, key=key)
+    receipt = await w.core.service.append(w.agent, w.ws, run_id, spec)
+    return receipt.task.state
+
+
+async def flash(client: aiohttp.ClientSession, url: str) -> str:
+    _, html = await get_text(client, url)
+    found = re.search(r'<p class="flash [^"]*"[^>]*>(.*?)</p>', html, re.S)
+    return html_lib.unescape(found.group(1)) if found else ""
+
+
+# approve & allow like this ---------------------------------------------------------------------
+async def test_approve_and_allow_from_the_page_learns_and_grants_the_next_call(
+    ops: World,
+) -> None:
+    w = ops
+    run_id = (await w.core.service.declare_run(w.agent, w.ws, RunSpec(profile="ops"))).id
+    assert await call(w, run_id, "old", "git push origin dev") == "needs_approval"
+    await w.core.service.deny(w.alice, w.ws, run_id, "old", reason="not yet")
+    assert await call(w, run_id, "pull", "git pull") == "needs_approval"
+    await w.clock.advance(60)
+    assert await call(w, run_id, "now", "git push origin main") == "needs_approval"
+    allow = f"/decisions/{run_id}/now/allow"
+    async with site(w, _settings()) as s, browserless() as client:
+        await sign_in(client, s.url, w.tokens["alice"])
+        _, inbox = await get_text(client, f"{s.url}/inbox")
+        assert f'href="{allow}"' in inbox and "Approve &amp; allow like this" in inbox
+        _, decision = await get_text(client, f"{s.url}/decisions/{run_id}/now")
+        assert f'href="{allow}"' in decision
+
+        status, page = await get_text(client, s.url + allow)
+        assert status == 200
+        assert 'name="match" value="git push *"' in page
+        listed = past_calls(page)
+        assert "git push origin dev" in listed and "denied" in listed  # a person denied it
+        assert "git pull" not in listed
+        assert 'value="profile"' in page and "disabled" not in page.split("Where it applies")[1]
+
+        # An edited glob previews its own replay; nothing is decided yet.
+        async with client.post(
+            s.url + allow,
+            data={"csrf": _csrf(page), "do": "preview", "match": "git *", "scope": "run"},
+        ) as answer:
+            assert answer.status == 200
+            preview = await answer.text()
+        assert "git pull" in past_calls(preview) and 'value="git *"' in preview
+        assert await state_of(w, run_id, "now") == "needs_approval"
+
+        status, location = await post_form(
+            client,
+            s.url + allow,
+            {"do": "approve", "match": "git push *", "scope": "profile"},
+            page_url=s.url + allow,
+        )
+        assert (status, location) == (303, f"/decisions/{run_id}/now")
+        message = await flash(client, s.url + location)
+        assert "approved by you" in message and "profile ops" in message
+
+        # The learned rule grants the next matching call of a run declared afterwards.
+        later = (await w.core.service.declare_run(w.agent, w.ws, RunSpec(profile="ops"))).id
+        assert await call(w, later, "k1", "git push origin feature") == "granted"
+        assert await call(w, later, "k2", "git push --force") == "failed"  # a deny still binds
+
+        [learned] = await w.core.service.learned_rules(w.alice, w.ws)
+        assert (learned.scope, learned.profile, learned.added_by) == ("profile", "ops", "alice")
+        _, policy = await get_text(client, f"{s.url}/policy")
+        row = text_of(policy.split(f'data-rule="{learned.id}"')[1].split("</tr>")[0])
+        assert "command matches git push *" in row and "profile ops" in row and "alice" in row
+        assert "git push origin main" in row  # from which decision, by its title
+        assert f'href="/decisions/{run_id}/now"' in policy
+        assert "claude-code" in policy and "never force-push" in policy  # declared rules too
+
+        status, location = await post_form(
+            client, f"{s.url}/policy/learned/{learned.id}/remove", {}, page_url=f"{s.url}/policy"
+        )
+        assert (status, location) == (303, "/policy")
+        assert "removed by you" in await flash(client, f"{s.url}/policy")
+    assert await w.core.service.learned_rules(w.alice, w.ws) == []
+    third = (await w.core.service.declare_run(w.agent, w.ws, RunSpec(profile="ops"))).id
+    assert await call(w, third, "k1", "git push origin feature") == "needs_approval"
+
+
+def _csrf(html: str) -> str:
+    found = re.search(r'name="csrf" value="([^"]+)"', html)
+    assert found
+    return found.group(1)
+
+
+async def test_scope_run_allows_that_run_only(world: World) -> None:
+    run_id = await declare(world)
+    other = await declare(world)
+    await append(world, run_id, "bash", {"command": "make test"}, key="k1")
+    allow = f"/decisions/{run_id}/k1/allow"
+    async with site(world) as s, browserless() as client:
+        await sign_in(client, s.url, world.tokens["alice"])
+        _, page = await get_text(client, s.url + allow)
+        # No profile: the scope is disabled, with the reason.
+        assert "this run was not declared from a profile" in page
+        assert re.search(r'value="profile" disabled', page)
+        status, _ = await post_form(
+            client, s.url + allow, {"do": "approve", "scope": "run"}, page_url=s.url + allow
+        )
+        assert status == 303
+    assert await state_of(world, run_id, "k1") == "granted"
+    assert await call(world, run_id, "k2", "make test") == "granted"
+    assert await call(world, other, "k2", "make test") == "needs_approval"
+    [learned] = await world.core.service.learned_rules(world.alice, world.ws)
+    assert (learned.scope, learned.run_id, learned.rule["match"]) == ("run", run_id, "make test")
+
+
+@pytest.mark.parametrize(
+    ("form", "code", "detail"),
+    [
+        ({"match": "git pull*"}, "rule_does_not_match", "does not match the call"),
+        (
+            {"rule": '{"tool": "bash", "mtach": "x"}'},
+            "invalid_rules",
+            "allow.rule.mtach: unknown key",
+        ),
+        ({"scope": "profile"}, "no_profile", "not declared from a profile"),
+        ({"rule": "{not json"}, "invalid_request", "allow.rule: not JSON"),
+    ],
+)
+async def test_a_refused_rule_is_shown_and_nothing_is_learned(
+    world: World, form: dict[str, str], code: str, detail: str
+) -> None:
+    run_id = await declare(world)
+    await append(world, run_id, "bash", {"command": "git push origin main"}, key="k1")
+    allow = f"/decisions/{run_id}/k1/allow"
+    async with site(world) as s, browserless() as client:
+        await sign_in(client, s.url, world.tokens["alice"])
+        _, page = await get_text(client, s.url + allow)
+        data = {"csrf": _csrf(page), "do": "approve", "scope": "run"} | form
+        async with client.post(s.url + allow, data=data, allow_redirects=False) as answer:
+            assert answer.status == 422
+            shown = await answer.text()
+    error = re.search(
+        r'<p class="flash error" role="alert" id="allow-error">(.*?)</p>', shown, re.S
+    )
+    assert error, shown
+    assert html_lib.unescape(error.group(1)).startswith(f"{code}: ") and detail in error.group(1)
+    assert await state_of(world, run_id, "k1") == "needs_approval"
+    assert await world.core.service.learned_rules(world.alice, world.ws) == []
+
+
+async def test_an_ended_decision_has_no_allow_page(world: World) -> None:
+    run_id = await declare(world)
+    await append(world, run_id, "bash", {"command": "make"}, key="k1")
+    allow = f"/decisions/{run_id}/k1/allow"
+    async with site(world) as s, browserless() as client:
+        await sign_in(client, s.url, world.tokens["alice"])
+        _, page = await get_text(client, s.url + allow)
+        await world.core.service.approve(world.bob, world.ws, run_id, "k1")
+        status, location = await get_text(client, s.url + allow)
+        assert (status, location) == (303, f"/decisions/{run_id}/k1")
+        assert (await flash(client, s.url + location)).startswith(
+            "already_decided: already approved by bob"
+        )
+        data = {"csrf": _csrf(page), "do": "approve", "scope": "run"}
+        async with client.post(s.url + allow, data=data, allow_redirects=False) as answer:
+            assert answer.status == 303
+        assert (await flash(client, s.url + location)).startswith("already_decided: ")
+        status, _ = await get_text(client, f"{s.url}/decisions/{run_id}/nope/allow")
+        assert status == 404
+    assert await world.core.service.learned_rules(world.alice, world.ws) == []
+
+
+async def test_the_new_posts_need_the_csrf_token(world: World) -> None:
+    run_id = await declare(world)
+    await append(world, run_id, "bash", {"command": "make"}, key="k1")
+    await world.core.service.approve(world.alice, world.ws, run_id, "k1", allow=AllowSpec("run"))
+    await append(world, run_id, "bash", {"command": "make"}, key="k2")  # granted by the rule
+    await append(world, run_id, "bash", {"command": "rm x"}, key="k3")
+    [learned] = await world.core.service.learned_rules(world.alice, world.ws)
+    base = f"/decisions/{run_id}/k3"
+    async with site(world) as s, browserless() as client:
+        await sign_in(client, s.url, world.tokens["alice"])
+        for path, data in [
+            (f"{base}/allow", {"do": "approve", "scope": "run"}),
+            (f"{base}/approve-edited", {"edit_as": "command", "edited": "rm y"}),
+            (f"/policy/learned/{learned.id}/remove", {}),
+        ]:
+            for forged in ({}, {"csrf": "forged"}):
+                status, _ = await post_form(client, s.url + path, data | forged)
+                assert status == 403, path
+    assert await state_of(world, run_id, "k3") == "needs_approval"
+    assert len(await world.core.service.learned_rules(world.alice, world.ws)) == 1
+
+
+async def test_the_policy_view_needs_a_member_and_carries_the_page_headers(world: World) -> None:
+    async with site(world) as s, browserless() as client:
+        status, location = await get_text(client, f"{s.url}/policy")
+        assert status == 303 and location in ("/login?next=%2Fpolicy", "/login?next=/policy")
+        await sign_in(client, s.url, world.tokens["alice"])
+        async with client.get(f"{s.url}/policy") as page:
+            assert page.status == 200
+            assert "frame-ancestors 'none'" in page.headers["Content-Security-Policy"]
+            html = await page.text()
+        assert '<a href="/policy" aria-current="page">Policy</a>' in html
+        assert "claude-code" in html and "mcp" in html and "built in" in html
+        assert "None yet" in html
+        status, location = await post_form(
+            client, f"{s.url}/policy/learned/lrn_nope/remove", {}, page_url=f"{s.url}/policy"
+        )
+        assert status == 303
+        assert (await flash(client, f"{s.url}/policy")).startswith("not_found: ")
+
+
+# edit before approve ---------------------------------------------------------------------------
+async def test_an_edited_command_reaches_the_task_and_the_pages_say_edited(world: World) -> None:
+    run_id = await declare(world)
+    await append(world, run_id, "bash", {"command": "rm -rf build", "timeout": 5}, key="k1")
+    page_url = f"/decisions/{run_id}/k1"
+    async with site(world) as s, browserless() as client:
+        await sign_in(client, s.url, world.tokens["alice"])
+        _, page = await get_text(client, s.url + page_url)
+        assert 'name="edit_as" value="command"' in page
+        assert re.search(
+            r'<textarea id="edited-input" name="edited"[^>]*>\nrm -rf build</textarea>', page
+        )
+        status, location = await post_form(
+            client,
+            f"{s.url}{page_url}/approve-edited",
+            {"edit_as": "command", "edited": "rm -rf build/cache\r\n"},
+            page_url=s.url + page_url,
+        )
+        assert (status, location) == (303, page_url)
+        assert "approved by you as edited" in await flash(client, s.url + location)
+        task = await world.core.service.get_task(world.alice, world.ws, run_id, "k1")
+        assert task.state == "granted"
+        assert task.approved_input == {"command": "rm -rf build/cache\n", "timeout": 5}
+        assert task.tool_input == {"command": "rm -rf build", "timeout": 5}
+        _, ended = await get_text(client, s.url + page_url)
+        assert "edited" in text_of(ended)
+        assert '<span class="del">-rm -rf build</span>' in ended or "-rm -rf build" in ended
+        assert "+rm -rf build/cache" in ended
+
+
+async def test_an_edit_a_deny_rule_binds_is_refused_and_stays_parked(world: World) -> None:
+    run_id = await declare(world, approval_rules=[DENY_FORCE])
+    await append(world, run_id, "bash", {"command": "git push origin main"}, key="k1")
+    page_url = f"/decisions/{run_id}/k1"
+    async with site(world) as s, browserless() as client:
+        await sign_in(client, s.url, world.tokens["alice"])
+        status, location = await post_form(
+            client,
+            f"{s.url}{page_url}/approve-edited",
+            {"edit_as": "command", "edited": "git push --force origin main"},
+            page_url=s.url + page_url,
+        )
+        assert (status, location) == (303, page_url)
+        message = await flash(client, s.url + location)
+        assert message.startswith("approval_denied: the edited input is refused")
+        assert "never force-push" in message
+        status, _ = await post_form(
+            client,
+            f"{s.url}{page_url}/approve-edited",
+            {"edit_as": "json", "edited": "{oops"},
+            page_url=s.url + page_url,
+        )
+        assert (await flash(client, s.url + page_url)).startswith(
+            "invalid_request: tool_input: not JSON"
+        )
+    task = await world.core.service.get_task(world.alice, world.ws, run_id, "k1")
+    assert task.state == "needs_approval" and task.approved_input is None
+
+
+async def test_other_inputs_are_edited_as_json_and_masked_ones_after_reveal(
+    world: World,
+) -> None:
+    run_id = await declare(world)
+    await append(world, run_id, "deploy", {"env": "prod", "replicas": 3}, key="k1")
+    await append(
+        world,
+        run_id,
+        "bash",
+        {"command": "curl -H 'Authorization: Bearer sk-live-0123456789abcdef0123'"},
+        key="k2",
+    )
+    async with site(world) as s, browserless() as client:
+        await sign_in(client, s.url, world.tokens["alice"])
+        path = f"/decisions/{run_id}/k1"
+        _, page = await get_text(client, s.url + path)
+        assert 'name="edit_as" value="json"' in page
+        status, _ = await post_form(
+            client,
+            f"{s.url}{path}/approve-edited",
+            {"edit_as": "json", "edited": '{"env": "staging", "replicas": 3}'},
+            page_url=s.url + path,
+        )
+        assert status == 303
+        secret = f"/decisions/{run_id}/k2"
+        _, masked = await get_text(client, s.url + secret)
+        assert "sk-live-0123456789abcdef0123" not in masked and 'name="edited"' not in masked
+        assert "reveal them</a> to edit" in masked
+        _, revealed = await get_text(client, s.url + secret + "?reveal=1")
+        assert 'name="edited"' in revealed
+    task = await world.core.service.get_task(world.alice, world.ws, run_id, "k1")
+    assert task.approved_input == {"env": "staging", "replicas": 3}
