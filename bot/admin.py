@@ -5,10 +5,10 @@ from __future__ import annotations
 import re
 import secrets
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from bot import errors, tokens
+from bot import errors, quorum, tokens
 from bot.clock import Clock
 from bot.domain import CLAIMABLE_ORIGINS, Application, Member, Principal, Workspace, new_id
 from bot.errors import ApprovalError
@@ -140,6 +140,69 @@ class Admin:
         await self._workspace(workspace_id)
         async with self.store.read() as tx:
             return await tx.list_applications(workspace_id)
+
+    # groups (several approvers: a requirement's `groups` count their members) ---------------
+    async def add_group(
+        self, workspace_id: str, name: str, members: Sequence[str] = ()
+    ) -> tuple[bool, list[str]]:
+        """Make the group NAME (if new) and add the named members to it; (created, the names
+        newly added). An unknown member is `not_found` and nothing is changed."""
+        await self._workspace(workspace_id)
+        if not quorum.group_name_ok(name):
+            raise ApprovalError(
+                errors.INVALID_REQUEST,
+                f"group name: 1-{quorum.GROUP_NAME_LIMIT} printable characters, no outer spaces",
+                422,
+            )
+        try:
+            async with self.store.write() as tx:
+                ids = await self._member_ids(tx, workspace_id, members)
+                group_id = await tx.group_id(workspace_id, name)
+                created = group_id is None
+                if group_id is None:
+                    group_id = new_id("grp")
+                    await tx.insert_group(group_id, workspace_id, name, self.clock.now())
+                added = [m for m, i in ids.items() if await tx.add_group_member(group_id, i)]
+        except DuplicateKey:  # made by another writer at the same moment: add to it
+            return False, (await self.add_group(workspace_id, name, members))[1]
+        return created, added
+
+    async def remove_group(
+        self, workspace_id: str, name: str, members: Sequence[str] = ()
+    ) -> list[str]:
+        """Take the named members out of the group, or with none named remove the group; the
+        names taken out. Runs declared before keep their requirements (they are frozen) and
+        now count the group's members as they are."""
+        await self._workspace(workspace_id)
+        async with self.store.write() as tx:
+            group_id = await tx.group_id(workspace_id, name)
+            if group_id is None:
+                raise ApprovalError(
+                    errors.NOT_FOUND, f"group {name} not found in {workspace_id}", 404
+                )
+            ids = await self._member_ids(tx, workspace_id, members)
+            if not members:
+                before = (await tx.groups(workspace_id)).get(name, [])
+                await tx.delete_group(group_id)
+                return before
+            return [m for m, i in ids.items() if await tx.remove_group_member(group_id, i)]
+
+    async def groups(self, workspace_id: str) -> dict[str, list[str]]:
+        """The workspace's groups by name, each with its members' names."""
+        await self._workspace(workspace_id)
+        async with self.store.read() as tx:
+            return await tx.groups(workspace_id)
+
+    async def _member_ids(self, tx: Tx, workspace_id: str, names: Sequence[str]) -> dict[str, str]:
+        ids: dict[str, str] = {}
+        for member_name in dict.fromkeys(names):
+            found = await tx.find_member(workspace_id, name=member_name)
+            if found is None:
+                raise ApprovalError(
+                    errors.NOT_FOUND, f"member {member_name} not found in {workspace_id}", 404
+                )
+            ids[member_name] = found.id
+        return ids
 
     async def _issue(self, tx: Tx, principal: Principal, token: str) -> None:
         await tx.insert_credential(

@@ -29,6 +29,8 @@ from pydantic_settings import (
 )
 
 from bot.durations import parse_duration
+from bot.errors import ApprovalError
+from bot.quorum import check_requirements
 
 Duration = Annotated[timedelta, BeforeValidator(parse_duration)]
 
@@ -88,11 +90,24 @@ class SlackConfig(_Section):
     workspace_channels: dict[str, str] = Field(default_factory=dict)
 
 
+def _requirements(value: list[Any]) -> list[Any]:
+    """Checked like a run's (bot/quorum.py), so a bad profile stops the start, naming the key."""
+    try:
+        return check_requirements(value)
+    except ApprovalError as refused:
+        raise ValueError(refused.detail) from None
+
+
 class ProfileConfig(_Section):
     approval_mode: Literal["bypass", "ask", "rules"] = "ask"
     approval_rules: list[Any] = Field(default_factory=list)
     tool_names: list[str] | None = None
     aliases: dict[str, str] = Field(default_factory=dict)
+    # Several approvers (bot/quorum.py): the same keys as on a run, which may only tighten them.
+    approval_requirements: Annotated[list[Any], AfterValidator(_requirements)] = Field(
+        default_factory=list
+    )
+    forbid_self_approval: bool = False
 
 
 def _route_target(target: str) -> str:

@@ -29,7 +29,14 @@ def profiles(settings: Settings) -> dict[str, Profile]:
     """The configured profiles, over the built-in ones (bot/profiles.py)."""
     return with_builtins(
         {
-            name: Profile(p.approval_mode, list(p.approval_rules), p.tool_names, dict(p.aliases))
+            name: Profile(
+                p.approval_mode,
+                list(p.approval_rules),
+                p.tool_names,
+                dict(p.aliases),
+                list(p.approval_requirements),
+                p.forbid_self_approval,
+            )
             for name, p in settings.profiles.items()
         }
     )

@@ -36,6 +36,8 @@ class Profile:
     approval_rules: list[Any] = field(default_factory=list)
     tool_names: list[str] | None = None
     aliases: dict[str, str] = field(default_factory=dict)
+    approval_requirements: list[Any] = field(default_factory=list)  # bot/quorum.py
+    forbid_self_approval: bool = False
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,9 @@ class RunSpec:
     title: str = ""
     executor_id: str | None = None
     parent_run: str | None = None
+    approval_requirements: list[Any] | None = None  # bot/quorum.py: only tightening a base's
+    forbid_self_approval: bool | None = None
+    on_behalf_of: str | None = None
 
 
 @dataclass(frozen=True)

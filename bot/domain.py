@@ -105,6 +105,11 @@ class Run:
     # their changes, so every instance's frozen copy of the run notices one.
     learned_rules: list[dict[str, Any]] = field(default_factory=list)
     rules_version: int = 0
+    # Several approvers (bot/quorum.py): what its parked calls need besides one person's yes,
+    # and the member it acts for (who, under forbid_self_approval, cannot approve its calls).
+    approval_requirements: list[dict[str, Any]] = field(default_factory=list)
+    forbid_self_approval: bool = False
+    on_behalf_of: str | None = None
 
 
 @dataclass(slots=True)
@@ -139,6 +144,10 @@ class Task:
     retry_of: str | None = None
     # The input a person approved when they edited it before approving (None: not edited).
     approved_input: Any = None
+    # Under a quorum: the approvals counted so far (`[{"by", "at"}]`; None when no requirement
+    # applies), and the input they approve when a person edited it (None: the call's own).
+    approvals_given: list[dict[str, Any]] | None = None
+    reviewed_input: Any = None
 
     @property
     def parked(self) -> bool:
@@ -207,7 +216,8 @@ class Timer:
     seq: int = 0  # which nudge (0, 1, …), so each is sent once
 
 
-OutboxKind = Literal["posted", "nudge", "ended"]
+# `reviewed`: an approval counted toward a quorum that did not end the task (bot/quorum.py).
+OutboxKind = Literal["posted", "nudge", "ended", "reviewed"]
 
 
 @dataclass(frozen=True, slots=True)

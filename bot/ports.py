@@ -157,7 +157,46 @@ class LearnedRuleTx(Protocol):
     async def delete_learned_rule(self, rule_id: str) -> bool: ...
 
 
-class Tx(IdentityTx, ExecutorTx, RunTx, JournalTx, LearnedRuleTx, Protocol):
+class QuorumTx(Protocol):
+    """Several approvers: groups of members, review rows, a task's count (store/tx_quorum.py)."""
+
+    async def insert_group(
+        self, group_id: str, workspace_id: str, name: str, at: datetime
+    ) -> None: ...
+    async def group_id(self, workspace_id: str, name: str) -> str | None: ...
+    async def add_group_member(self, group_id: str, member_id: str) -> bool: ...
+    async def remove_group_member(self, group_id: str, member_id: str) -> bool: ...
+    async def delete_group(self, group_id: str) -> None: ...
+    async def groups(self, workspace_id: str) -> dict[str, list[str]]: ...
+    async def member_names(self, workspace_id: str) -> list[str]: ...
+    async def groups_of_members(
+        self, workspace_id: str, names: Sequence[str]
+    ) -> dict[str, set[str]]: ...
+    async def put_review(
+        self,
+        *,
+        task_id: str,
+        member: Principal,
+        verdict: str,
+        reason: str,
+        via: str,
+        at: datetime,
+    ) -> bool:
+        """False when the member reviewed the task already (and nothing is written)."""
+        ...
+
+    async def supersede_approvals(self, task_id: str, keep_member_id: str) -> None: ...
+    async def set_approvals(
+        self,
+        task_id: str,
+        *,
+        approvals_given: list[dict[str, Any]],
+        reviewed_input: Any,
+        required_approvals: int,
+    ) -> None: ...
+
+
+class Tx(IdentityTx, ExecutorTx, RunTx, JournalTx, LearnedRuleTx, QuorumTx, Protocol):
     """One transaction. Reads see the transaction's own writes."""
 
 

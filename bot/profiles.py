@@ -76,6 +76,8 @@ def with_builtins(configured: Mapping[str, Profile]) -> dict[str, Profile]:
             either_way(list(p.approval_rules), p.aliases),
             p.tool_names,
             dict(p.aliases),
+            list(p.approval_requirements),
+            p.forbid_self_approval,
         )
         for name, p in profiles.items()
     }

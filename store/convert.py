@@ -108,6 +108,9 @@ def run_values(run: Run) -> dict[str, Any]:
         "held_task_key": run.held_task_key,
         "learned_rules": run.learned_rules,
         "rules_version": run.rules_version,
+        "approval_requirements": run.approval_requirements or None,
+        "forbid_self_approval": run.forbid_self_approval,
+        "on_behalf_of": run.on_behalf_of,
         "created_at": ts(run.created_at),
     }
 
@@ -130,6 +133,9 @@ def run(row: Mapping[str, Any]) -> Run:
         held_task_key=row["held_task_key"],
         learned_rules=row["learned_rules"] or [],
         rules_version=row["rules_version"],
+        approval_requirements=row["approval_requirements"] or [],
+        forbid_self_approval=bool(row["forbid_self_approval"]),
+        on_behalf_of=row["on_behalf_of"],
     )
 
 
@@ -137,7 +143,7 @@ _TASK_PLAIN = (
     "id", "run_id", "workspace_id", "key", "kind", "origin", "tool_name", "tool", "tool_input",
     "state", "error", "failure_policy", "addressee", "resolved_by", "via", "resolution", "why",
     "rule_index", "request_hash", "appended_by", "resolution_token_hash", "required_approvals",
-    "retry_of", "approved_input",
+    "retry_of", "approved_input", "approvals_given", "reviewed_input",
 )  # fmt: skip
 
 

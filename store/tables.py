@@ -102,6 +102,11 @@ class RunRow(SQLModel, table=True):
     held_task_key: str | None = None
     learned_rules: Any = _json()
     rules_version: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
+    approval_requirements: Any = _json()  # several approvers (bot/quorum.py)
+    forbid_self_approval: bool = Field(
+        default=False, sa_column_kwargs={"server_default": sa.false()}
+    )
+    on_behalf_of: str | None = Field(default=None, max_length=200)
     created_at: float
 
 
@@ -159,6 +164,8 @@ class TaskRow(SQLModel, table=True):
     required_approvals: int = 1
     retry_of: str | None = None
     approved_input: Any = _json()
+    approvals_given: Any = _json()  # under a quorum: [{"by", "at"}] counted so far
+    reviewed_input: Any = _json()  # under a quorum: the edited input the approvals are for
     created_at: float
 
 
@@ -177,6 +184,24 @@ class LearnedRuleRow(SQLModel, table=True):
     from_run_id: str = Field(max_length=40)
     from_key: str = Field(max_length=200)
     created_at: float
+
+
+class MemberGroupRow(SQLModel, table=True):
+    """A named group of a workspace's members (`admin group add`): the people a quorum
+    requirement's `groups` count (bot/quorum.py)."""
+
+    __tablename__ = "member_group"
+    __table_args__ = (sa.UniqueConstraint("workspace_id", "name"),)
+    id: str = Field(primary_key=True, max_length=40)
+    workspace_id: str = Field(max_length=64)
+    name: str = Field(max_length=64)
+    created_at: float
+
+
+class GroupMemberRow(SQLModel, table=True):
+    __tablename__ = "group_member"
+    group_id: str = Field(primary_key=True, max_length=40)
+    member_id: str = Field(primary_key=True, max_length=40, index=True)
 
 
 class ReviewRow(SQLModel, table=True):

@@ -14,6 +14,7 @@ from store.tx_executors import ExecutorTx
 from store.tx_identity import IdentityTx
 from store.tx_journal import JournalTx
 from store.tx_learned import LearnedRuleTx
+from store.tx_quorum import QuorumTx
 from store.tx_runs import RunTx
 from store.txbase import (
     CALLBACK,
@@ -42,5 +43,5 @@ __all__ = [
 ]  # fmt: skip
 
 
-class SqlTx(IdentityTx, ExecutorTx, RunTx, JournalTx, LearnedRuleTx):
+class SqlTx(IdentityTx, ExecutorTx, RunTx, JournalTx, LearnedRuleTx, QuorumTx):
     """One transaction on one connection; implements bot.ports.Tx."""

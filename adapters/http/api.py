@@ -111,6 +111,9 @@ async def declare_run(request: web.Request, ctx: Ctx) -> web.Response:
         title=body.title,
         executor_id=body.executor_id,
         parent_run=body.parent_run,
+        approval_requirements=body.approval_requirements,
+        forbid_self_approval=body.forbid_self_approval,
+        on_behalf_of=body.on_behalf_of,
     )
     run = await ctx.core.service.declare_run(ctx.who, ctx.ws, spec)
     return json_response(m.run_out(run), 201)

@@ -120,6 +120,10 @@ class RunIn(RequestModel):
     title: Annotated[str, Field(max_length=500), _NO_NUL, AfterValidator(_check_text)] = ""
     executor_id: Text | None = None
     parent_run: Text | None = None
+    # Several approvers (bot/quorum.py), checked by the core: `approval_requirements[0].mtach`.
+    approval_requirements: list[JsonValue] | None = None
+    forbid_self_approval: bool | None = None
+    on_behalf_of: Text | None = None  # a member's name
 
 
 class EffectProfile(BaseModel):
@@ -230,6 +234,8 @@ class TaskOut(ResponseModel):
     resolution_token: str | None = None
     # The input a person approved when they edited it before approving; null unless edited.
     approved_input: Any = None
+    # Only when an approval requirement applies: {"required": 2, "given": [{"by", "at"}]}.
+    approvals: dict[str, Any] | None = None
 
     @property
     def parked(self) -> bool:
@@ -265,6 +271,10 @@ class RunOut(ResponseModel):
     parent_run: str | None
     held_task_key: str | None
     created_at: datetime
+    # Several approvers, each only when set.
+    approval_requirements: list[dict[str, Any]] | None = None
+    forbid_self_approval: bool | None = None
+    on_behalf_of: str | None = None
 
 
 class ExecutorOut(ResponseModel):
@@ -324,6 +334,11 @@ def task_out(task: Task, token: str | None = None) -> dict[str, Any]:
         "resolution": task.resolution,
         "approved_input": task.approved_input,
     }
+    if task.approvals_given is not None:
+        body["approvals"] = {
+            "required": task.required_approvals,
+            "given": [{"by": g["by"], "at": g["at"]} for g in task.approvals_given],
+        }
     if token is not None:
         body["resolution_token"] = token
     return body
@@ -342,7 +357,7 @@ def ask_out(task: Task, run_title: str = "") -> dict[str, Any]:
 
 
 def run_out(run: Run) -> dict[str, Any]:
-    return {
+    body: dict[str, Any] = {
         "id": run.id,
         "state": run.state,
         "approval_mode": run.approval_mode,
@@ -356,6 +371,13 @@ def run_out(run: Run) -> dict[str, Any]:
         "held_task_key": run.held_task_key,
         "created_at": run.created_at.isoformat(),
     }
+    if run.approval_requirements:
+        body["approval_requirements"] = run.approval_requirements
+    if run.forbid_self_approval:
+        body["forbid_self_approval"] = True
+    if run.on_behalf_of is not None:
+        body["on_behalf_of"] = run.on_behalf_of
+    return body
 
 
 def executor_out(executor: Executor) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""`approvalbot admin …`: workspaces, members, applications and their tokens (SPEC 4a).
+"""`approvalbot admin …`: workspaces, members, groups, applications and their tokens (SPEC 4a).
 
 These commands open the store named by the configuration directly (no running service needed)
 and apply pending migrations first, so they also work on a fresh database. A token is printed
@@ -178,6 +178,69 @@ def app_list(workspace: str, config_path: str | None, as_json: bool) -> None:
         {"workspace": workspace, "applications": apps},
         "\n".join(lines) or "(no applications)",
     )
+
+
+@admin.group()
+def group() -> None:
+    """Groups of members: the people an approval requirement's `groups` count."""
+
+
+member_option = click.option(
+    "--member",
+    "members",
+    multiple=True,
+    help="A member's name (repeat for several).",
+)
+
+
+@group.command("add")
+@workspace_option
+@click.option("--name", required=True, help="The group's name, as requirements name it.")
+@member_option
+@config_option
+@json_option
+def group_add(
+    workspace: str, name: str, members: tuple[str, ...], config_path: str | None, as_json: bool
+) -> None:
+    """Make the group NAME (if new) and add each --member to it."""
+    created, added = with_admin(config_path, lambda a: a.add_group(workspace, name, members))
+    verb = "created" if created else "exists"
+    text = f"group {name} {verb} in {workspace}"
+    if added:
+        text += f"; added {', '.join(added)}"
+    value = {"workspace": workspace, "group": name, "created": created, "added": added}
+    show(as_json, value, text)
+
+
+@group.command("remove")
+@workspace_option
+@click.option("--name", required=True, help="The group's name.")
+@member_option
+@config_option
+@json_option
+def group_remove(
+    workspace: str, name: str, members: tuple[str, ...], config_path: str | None, as_json: bool
+) -> None:
+    """Take each --member out of the group; with no --member, remove the group itself."""
+    removed = with_admin(config_path, lambda a: a.remove_group(workspace, name, members))
+    value: dict[str, Any] = {"workspace": workspace, "group": name, "removed": removed}
+    if members:
+        text = f"group {name}: removed {', '.join(removed) or 'nobody'}"
+    else:
+        value["deleted"] = True
+        text = f"group {name} removed from {workspace}"
+    show(as_json, value, text)
+
+
+@group.command("list")
+@workspace_option
+@config_option
+@json_option
+def group_list(workspace: str, config_path: str | None, as_json: bool) -> None:
+    """List the workspace's groups and their members."""
+    found = with_admin(config_path, lambda a: a.groups(workspace))
+    lines = [f"{name}\t{','.join(names) or '-'}" for name, names in found.items()]
+    show(as_json, {"workspace": workspace, "groups": found}, "\n".join(lines) or "(no groups)")
 
 
 def _whose(member_name: str | None, app_name: str | None) -> tuple[str, str]:

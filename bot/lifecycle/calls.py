@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bot import access, effects, errors, tokens
+from bot import access, effects, errors, quorum, tokens
 from bot.decisions import (
     FAILURE_POLICIES,
     KEY_PATTERN,
@@ -106,6 +106,7 @@ class Calls(Recording):
                 ttl = self.settings.question_ttl if is_question else self.settings.park_ttl
                 task.deadline = now + ttl
                 task.addressee = await self._addressee(tx, run)
+                quorum.at_park(run, task)  # how many approvals it needs, under a requirement
                 if is_question and spec.origin == "author":
                     token = tokens.resolution_token(self.secret, task.id)
                     task.resolution_token_hash = tokens.token_hash(token)

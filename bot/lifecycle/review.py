@@ -9,15 +9,15 @@ from __future__ import annotations
 from typing import Any
 
 from bot import access, errors
-from bot.decisions import REASON_LIMIT, already_decided, invalid, log_entry
+from bot.decisions import REASON_LIMIT, already_decided, invalid
 from bot.domain import Ending, Principal, Task
 from bot.errors import ApprovalError
 from bot.learning import AllowSpec
-from bot.lifecycle.learn import UNEDITED, Learning, edit_detail
-from bot.ports import DuplicateKey
+from bot.lifecycle.learn import UNEDITED, edit_detail
+from bot.lifecycle.quorum import Quorum
 
 
-class Reviews(Learning):
+class Reviews(Quorum):
     """Approve and deny."""
 
     async def approve(
@@ -76,24 +76,18 @@ class Reviews(Learning):
                 raise already_decided(task)
             # Both checked before anything is written: a refusal leaves the task parked.
             approved_input = self._approved_input(run, task, tool_input)
-            rule = self._rule_to_learn(run, task, allow, approved_input)
-            try:
-                count = await tx.add_review(
-                    task_id=task.id,
-                    member=principal,
-                    verdict=verdict,
-                    reason=reason,
-                    via=via,
-                    at=now,
-                )
-            except DuplicateKey:
-                raise already_decided(await tx.get_task_by_id(task.id) or task) from None
-            if verdict == "approve":
-                if count < task.required_approvals:
-                    if rule is not None:
-                        raise invalid("allow: only the approval that ends the decision learns")
-                    await tx.add_log([log_entry(run, task, "reviewed", principal, via, at=now)])
-                    return task
+            edit = task.reviewed_input if approved_input is None else approved_input
+            rule = self._rule_to_learn(run, task, allow, edit)
+            # Counted (or refused: 403/409) by bot/lifecycle/quorum.py; under a quorum the
+            # input approved is the one the count is for (an edit restarts it).
+            counted, approved_input = await self._count_review(
+                tx, run, task, principal, verdict, reason, via, now, approved_input
+            )
+            if counted is not None:  # an approval counted toward a quorum not yet met
+                if rule is not None:
+                    raise invalid("allow: only the approval that ends the decision learns")
+                ended = counted
+            elif verdict == "approve":
                 ending = Ending("granted", now, principal.name, via, approved_input=approved_input)
                 detail = edit_detail(task, approved_input)
                 ended = await self._end(tx, run, task, ending, "approved", principal, detail)

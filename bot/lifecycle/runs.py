@@ -8,11 +8,11 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from bot import access, effects, errors
+from bot import access, effects, errors, quorum
 from bot.decisions import MODES, Profile, RunSpec, invalid, log_entry, narrow, not_found
 from bot.domain import Ending, NewEvent, Principal, Run, Task, new_id, ordered_id
 from bot.errors import ApprovalError
-from bot.lifecycle.writes import Recording
+from bot.lifecycle.quorum import Quorum
 from bot.rules import compile_policy
 
 KEY_LIMIT = 200  # a task key's length (KEY_PATTERN; the column holds no more on PostgreSQL)
@@ -34,7 +34,7 @@ def retry_key(key: str, serial: int, taken: Container[str]) -> str:
         serial += 1
 
 
-class Runs(Recording):
+class Runs(Quorum):
     """Declaring runs and ending them."""
 
     def _base(self, spec: RunSpec, parent: Run | None) -> Profile | None:
@@ -63,6 +63,9 @@ class Runs(Recording):
                 parent = await self._run(tx, workspace_id, spec.parent_run)
             declared = narrow(spec, self._base(spec, parent))
             policy = compile_policy(declared.approval_rules, declared.aliases)
+            requirements, forbid_self, on_behalf_of = await self._declared_quorum(
+                tx, workspace_id, spec, parent
+            )
             # Learned rules are frozen with the rest: a continuation keeps its parent's, a run
             # from a profile gets the profile's as they are now.
             learned: list[dict[str, Any]] = []
@@ -97,6 +100,9 @@ class Runs(Recording):
                 executor_id=spec.executor_id,
                 parent_run=spec.parent_run,
                 learned_rules=learned,
+                approval_requirements=requirements,
+                forbid_self_approval=forbid_self,
+                on_behalf_of=on_behalf_of,
             )
             await tx.insert_run(run)
             await tx.add_log([log_entry(run, None, "run_declared", principal, "api")])
@@ -171,7 +177,7 @@ class Runs(Recording):
                 holds = old.kind == "ask" or old.failure_policy == "hold"
                 if old.state != "timed_out" or not holds or old.id in retried:
                     continue
-                task = self._again(old, now, retry_key(old.key, len(taken), taken))
+                task = self._again(old, now, retry_key(old.key, len(taken), taken), run)
                 taken.add(task.key)
                 task.addressee = await self._addressee(tx, run)
                 await tx.insert_task(task)
@@ -181,9 +187,9 @@ class Runs(Recording):
         self.after_commit(run, timers=True, outbox=bool(self.channels))
         return run
 
-    def _again(self, old: Task, now: datetime, key: str) -> Task:
+    def _again(self, old: Task, now: datetime, key: str, run: Run | None = None) -> Task:
         ttl = self.settings.question_ttl if old.kind == "ask" else self.settings.park_ttl
-        return Task(
+        task = Task(
             id=ordered_id("task"),
             run_id=old.run_id,
             workspace_id=old.workspace_id,
@@ -205,3 +211,6 @@ class Runs(Recording):
             appended_by=old.appended_by,
             retry_of=old.id,
         )
+        if run is not None:
+            quorum.at_park(run, task)  # asked anew: the count starts again
+        return task
