@@ -67,7 +67,7 @@ async def story(world: World) -> tuple[str, dict[str, str]]:
 # the run's timeline, in plain HTTP ----------------------------------------------------------
 def _steps(html: str) -> list[str]:
     """Each timeline step's text, tags stripped, the raw JSON (in its <details>) left out."""
-    body = html.split('<ol class="timeline">', 1)[1].split("</ol>", 1)[0]
+    body = html.split('<ol class="timeline">', 1)[1].split("</section>", 1)[0]
     steps = body.split('<li class="step')[1:]
     out = []
     for step in steps:
@@ -175,6 +175,22 @@ async def test_a_retried_run_reads_asked_again_after_the_retry(world: World) -> 
         assert words in text, (words, text)
     assert "expired" in steps[2] and "via cli" in steps[4] and "via cli" in steps[5]
     assert '<span class="state state-running ending-running">running</span>' in html
+
+
+async def test_calls_the_rules_granted_in_a_row_fold_into_one_step(world: World) -> None:
+    run_id = await declare(world, approval_mode="rules", approval_rules=RULES)
+    for name in ("a.py", "b.py", "c.py", "d.py"):
+        await append(world, run_id, "Read", {"file_path": name})
+    await append(world, run_id, "bash", {"command": "git push origin main"})
+    await append(world, run_id, "Read", {"file_path": "e.py"})
+    async with site(world) as s, browserless() as client:
+        await sign_in(client, s.url, world.tokens["alice"])
+        _, html = await get_text(client, f"{s.url}/runs/{run_id}")
+    steps = _steps(html)
+    assert len(steps) == 4, steps  # started, the four reads as one, the park, the last read
+    assert "4 calls granted by the rules (Read ×4)" in steps[1]
+    assert all(f"Read {name}" in steps[1] for name in ("a.py", "b.py", "c.py", "d.py"))
+    assert "git push origin main" in steps[2] and "Read e.py" in steps[3]
 
 
 # a decision after its ending; history ------------------------------------------------------

@@ -5,6 +5,7 @@ order it was written) and the run's tasks; pure functions, the templates escape 
 
 from __future__ import annotations
 
+import collections
 import json
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -191,6 +192,7 @@ def _asked(entry: LogEntry, task: Task, agent: str | None, rules: list[dict[str,
         by_rules = entry.via == "engine"
         step.badge, step.tone = "granted", "approved"
         step.extra["verdict"] = "granted by the rules" if by_rules else f"granted to {entry.actor}"
+        step.extra["by_rules"] = by_rules
     elif entry.action == "refused":
         step.badge, step.tone = "refused", "denied"
         error = task.error or {}
@@ -296,4 +298,43 @@ def build(run: Run, tasks: list[Task], records: list[LogRecord], agent: str | No
             steps.append(_run_step(entry, run, agent))
         else:
             steps.append(_decided(entry, task, agent))
-    return steps
+    return _grouped(steps)
+
+
+GROUP_FROM = 3  # this many rule grants in a row fold into one step
+
+
+def _grouped(steps: list[Step]) -> list[Step]:
+    """Calls the rules granted one after another fold into one step a person can open: what
+    needs a person stands out, what the rules let through is still there."""
+    out: list[Step] = []
+    streak: list[Step] = []
+
+    def flush() -> None:
+        if len(streak) < GROUP_FROM:
+            out.extend(streak)
+        else:
+            tools = collections.Counter(s.task.tool for s in streak if s.task is not None)
+            counted = ", ".join(f"{tool} ×{n}" for tool, n in tools.most_common())
+            out.append(
+                Step(
+                    at=streak[0].at,
+                    action="grants",
+                    badge="granted",
+                    tone="approved",
+                    who="the rules",
+                    via="",
+                    text=f"{len(streak)} calls granted by the rules ({counted})",
+                    extra={"children": list(streak)},
+                )
+            )
+        streak.clear()
+
+    for step in steps:
+        if step.action == "granted" and step.extra.get("by_rules"):
+            streak.append(step)
+            continue
+        flush()
+        out.append(step)
+    flush()
+    return out
