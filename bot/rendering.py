@@ -22,14 +22,16 @@ from bot.service import ending_word  # the core's wording: one source for every 
 
 Action = Literal[
     "approve", "deny", "deny_reason", "option", "toggle", "submit", "answer_text", "decline",
-    "expand",
+    "expand", "allow", "allow_run", "allow_profile", "edit",
 ]  # fmt: skip
 """What a button does. `option`/`toggle` carry the option's index; `expand` posts a decision
-listed in a digest as a message of its own."""
+listed in a digest as a message of its own; `allow` shows the rule "Approve & allow like this"
+would learn, `allow_run`/`allow_profile` approve and learn it in that scope; `edit` asks for
+the call as the person would approve it."""
 
 ACTIONS: tuple[Action, ...] = (
     "approve", "deny", "deny_reason", "option", "toggle", "submit", "answer_text", "decline",
-    "expand",
+    "expand", "allow", "allow_run", "allow_profile", "edit",
 )  # fmt: skip
 
 _SHELL_KEYS = ("command", "cmd", "script")
@@ -185,6 +187,36 @@ def _file_edit(tool_input: dict[str, Any]) -> CodeBlock | None:
     return None
 
 
+def _edit_text(value: Any, key: str | None) -> str:
+    if key is not None and isinstance(value, dict) and isinstance(value.get(key), str):
+        return str(value[key])
+    return _pretty(value)
+
+
+def render_edit(proposed: Any, approved: Any) -> CodeBlock:
+    """What a person changed before approving, as a diff from the proposed call to the approved
+    one (the commands alone when both are commands, else their JSON); masked."""
+    old, new = mask_value(proposed), mask_value(approved)
+    key = next(
+        (
+            k for k in _SHELL_KEYS
+            if isinstance(old, dict) and isinstance(new, dict)
+            and isinstance(old.get(k), str) and isinstance(new.get(k), str)
+        ),
+        None,
+    )  # fmt: skip
+    if key is not None and {k: v for k, v in old.items() if k != key} != {
+        k: v for k, v in new.items() if k != key
+    }:
+        key = None  # more than the command changed: show the whole input
+    lines = difflib.unified_diff(
+        _edit_text(old, key).splitlines(), _edit_text(new, key).splitlines(),
+        "proposed", "approved", n=2, lineterm="",
+    )  # fmt: skip
+    text = "\n".join(list(lines)[: _DIFF_LINES + 2])
+    return CodeBlock(text, "diff")
+
+
 def render_call(tool_input: Any) -> tuple[CodeBlock | None, tuple[Field, ...]]:
     """A shell command as a code block, file edits as a diff, other inputs as pretty JSON.
     Returns the block and the input's remaining small fields (a command's description)."""
@@ -322,12 +354,17 @@ def render_decision(
         )
     code, extra = render_call(task.tool_input)
     fields = [*extra, *fields, Field("Why", _why(task, run))]
+    if task.approved_input is not None:  # approved as a person edited it: what changed
+        code = render_edit(task.tool_input, task.approved_input)
+        who = f" by {mask_text(task.resolved_by)}" if task.resolved_by else ""
+        fields.insert(0, Field("Edited", f"approved as edited{who} (diff: proposed → approved)"))
     buttons = (
         ()
         if outcome is not None
         else (
             (Button("✅ Approve", "approve"), Button("❌ Deny", "deny")),
-            (Button("📝 Deny with reason", "deny_reason"),),
+            (Button("📝 Deny with reason", "deny_reason"), Button("✏️ Edit & approve", "edit")),
+            (Button("🔁 Approve & allow like this", "allow"),),
         )
     )
     return Card(

@@ -13,6 +13,7 @@ Buttons are named neutrally: "approve", "deny", "deny_reason", "answer_text", "d
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -43,6 +44,8 @@ _LABELS = {
     "answer_text": "Answer",
     "decline": "Decline",
     "submit": "Submit",
+    "edit": "Edit & approve",
+    "allow": "Approve & allow like this",
 }
 
 
@@ -65,6 +68,15 @@ class Shown:
 
     text: str
     has_buttons: bool
+
+
+@dataclass(frozen=True)
+class Offered:
+    """An offer of "Approve & allow like this" as shown: its text and scope choices."""
+
+    text: str
+    scopes: tuple[str, ...]  # the labels of the scope choices
+    handle: Any  # the platform's: the offer's message, or the modal
 
 
 @dataclass(frozen=True)
@@ -124,6 +136,23 @@ class ChatDriver(Protocol):
         ...
 
     def decisions_in(self, where: Where) -> list[Handle]: ...
+    async def offer(self, handle: Handle, user: User = "alice") -> Offered:
+        """Press "Approve & allow like this": what the person is shown before anything is
+        saved (a message with a button per scope, a modal)."""
+        ...
+
+    async def choose(
+        self, offered: Offered, scope: str, user: User = "alice", match: str | None = None
+    ) -> str | None:
+        """Confirm the offer in `scope` ("run", "profile"), with the glob changed to `match`
+        where the platform can (Slack's modal); the notice or refusal the person got."""
+        ...
+
+    async def edit(self, handle: Handle, key: str, text: str, user: User = "alice") -> str | None:
+        """Press "Edit & approve" on decision `key` and give the new command or input; the
+        refusal the person was shown (None when it was approved)."""
+        ...
+
     def nudges_in(self, where: Where) -> list[str]: ...
     async def redeliver_nudge(self, task: Task, seq: int = 0) -> None: ...
     async def eventually(self, predicate: Callable[[], Any], timeout: float = 5.0) -> Any: ...
@@ -281,6 +310,48 @@ class TelegramDriver(_Base):
     def shown(self, handle: Handle) -> Shown:
         message = self._message(handle)
         return Shown(message.text, bool(message.buttons))
+
+    async def offer(self, handle: Handle, user: User = "alice") -> Offered:
+        before = len(self.fake.sent)
+        notice = await self.press(handle, "allow", user)
+        assert notice == "Choose where to allow it, below", notice
+        message = self._message(handle)
+        [found] = [
+            m for m in self.fake.sent[before:]
+            if m.reply_to_message_id == message.message_id and m.buttons
+        ]  # fmt: skip
+        return Offered(found.text, tuple(b["text"] for b in found.buttons), found)
+
+    async def choose(
+        self, offered: Offered, scope: str, user: User = "alice", match: str | None = None
+    ) -> str | None:
+        assert match is None, "Telegram learns the proposed glob (the page edits it)"
+        label = {"run": "This run", "profile": "Profile"}[scope]
+        message = self.fake.messages[offered.handle.key]
+        user_id, first_name = _TG_USERS[user]
+        answer = await self.world.press(message, label, user=user_id, first_name=first_name)
+        return answer.text
+
+    async def edit(self, handle: Handle, key: str, text: str, user: User = "alice") -> str | None:
+        button = self._message(handle).callback_data[0]
+        found = await self.world.adapter.chats.callback_task(button)
+        assert found is not None and found[1].key == key
+        task_id = found[1].id
+        prompt = await self.ask_for_text(handle, "edit", user)
+        before = len(self.fake.sent)
+        await self.world.reply(prompt, text, user=_TG_USERS[user][0])
+        mine = self.fake.user_messages[-1]
+
+        async def answered() -> tuple[str | None] | None:
+            """The bot's reply to the reply (a refusal), or none once the decision ended."""
+            for m in self.fake.sent[before:]:
+                if m.reply_to_message_id == mine.message_id:
+                    return (m.text,)
+            task = await self.world.adapter.link.task(task_id)
+            return (None,) if task is not None and not task.parked else None
+
+        (said,) = await self.fake.wait_for(answered, timeout=5.0)
+        return said  # type: ignore[no-any-return]
 
     def _chat(self, where: Where) -> int:
         return {"usual": th.GROUP, "oncall": th.ONCALL, "dm:alice": th.ALICE,
@@ -461,6 +532,59 @@ class SlackDriver(_Base):
         message = self._message(handle)
         texts = _texts(message.blocks or []) or [_unescape(message.text)]
         return Shown("\n".join(texts), bool(message.elements))
+
+    async def offer(self, handle: Handle, user: User = "alice") -> Offered:
+        opened = len(self.fake.views_opened())
+        await self._post_press(handle, "allow", user)
+        user_id = _SL_USERS[user]
+        view = await self.fake.wait_for(
+            lambda: next(
+                (v for v in self.fake.views_opened()[opened:] if v.user_id == user_id), None
+            ),
+            timeout=3.0,
+        )
+        blocks = view.view["blocks"]
+        text = "\n".join(_texts([b for b in blocks if b.get("type") == "section"]))
+        [scope] = [b for b in blocks if b.get("block_id") == "scope"]
+        labels = tuple(_read(o["text"]) for o in scope["element"]["options"])
+        return Offered(text, labels, view)
+
+    async def choose(
+        self, offered: Offered, scope: str, user: User = "alice", match: str | None = None
+    ) -> str | None:
+        view = offered.handle
+        [block] = [b for b in view.view["blocks"] if b.get("block_id") == "scope"]
+        [option] = [o for o in block["element"]["options"] if o["value"] == scope]
+        values: dict[str, Any] = {
+            "scope": {"scope": {"type": "radio_buttons", "selected_option": option}}
+        }
+        globs = [b for b in view.view["blocks"] if b.get("block_id") == "match"]
+        if globs:
+            initial = globs[0]["element"]["initial_value"]
+            values["match"] = {"match": initial if match is None else match}
+        payload = self.fake.view_submission_payload(
+            _SL_USERS[user], "approvalbot_allow", private_metadata=view.view["private_metadata"],
+            values=values, view_id=view.id,
+        )  # fmt: skip
+        before = len(self.fake.ephemeral_messages)
+        status, body = await self.world.post(payload)
+        assert status == 200, status
+        if body and "errors" in body:
+            return " ".join(json.loads(body)["errors"].values())
+        told = await self.world.next_ephemeral(before, _SL_USERS[user])
+        return None if told is None else _unescape(told.text)
+
+    async def edit(self, handle: Handle, key: str, text: str, user: User = "alice") -> str | None:
+        prompt = await self.ask_for_text(handle, "edit", user)
+        payload = self.fake.view_submission_payload(
+            _SL_USERS[user], "approvalbot_text", private_metadata=prompt.view["private_metadata"],
+            values={"text": {"text": text}}, view_id=prompt.id,
+        )  # fmt: skip
+        status, body = await self.world.post(payload)
+        assert status == 200, status
+        if body and "errors" in body:
+            return " ".join(json.loads(body)["errors"].values())
+        return None
 
     def _channel(self, where: Where) -> str:
         direct = self.fake.direct_channel

@@ -82,9 +82,9 @@ class TgWorld:
                 return
 
     async def park(self, key: str, tool: str = "bash", tool_input: Any = None,
-                   **kw: Any) -> Task:  # fmt: skip
+                   run_id: str | None = None, **kw: Any) -> Task:  # fmt: skip
         spec = CallSpec(tool, tool_input or {"command": f"make deploy {key}"}, key=key, **kw)
-        receipt = await self.service.append(self.agent, WS, self.run_id, spec)
+        receipt = await self.service.append(self.agent, WS, run_id or self.run_id, spec)
         assert receipt.task.parked, receipt.task
         return receipt.task  # type: ignore[no-any-return]
 

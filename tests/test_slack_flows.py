@@ -15,7 +15,9 @@ async def test_a_decision_in_the_runs_thread_approved_by_a_member(sqlite_store: 
         [decision] = sl.fake.messages_in(CHANNEL, parent.ts)[1:]
         assert decision.reply_broadcast and decision.metadata is not None
         labels = [(e.get("text") or {}).get("text") for e in decision.elements]
-        assert labels == ["Approve", "Deny", "Deny with reason"]
+        assert labels == [
+            "Approve", "Deny", "Deny with reason", "Edit & approve", "Approve & allow like this"
+        ]  # fmt: skip
         answer = await sl.press(decision, "Approve")
         assert answer is not None and answer.text == "✅ Approved"
         task = await sl.settled("k1")

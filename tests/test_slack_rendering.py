@@ -178,14 +178,18 @@ def test_escape() -> None:
 
 def test_button_texts_are_exact() -> None:
     _, blocks = render(task({"command": "make deploy"}))
-    assert labels(blocks) == ["Approve", "Deny", "Deny with reason"]
-    assert [b.get("style") for b in buttons(blocks)] == ["primary", "danger", None]
+    assert labels(blocks) == [
+        "Approve", "Deny", "Deny with reason", "Edit & approve", "Approve & allow like this"
+    ]  # fmt: skip
+    assert [b.get("style") for b in buttons(blocks)] == ["primary", "danger", None, None, None]
     for element in buttons(blocks):
         assert element["action_id"] == element["value"]
     assert [e["value"] for e in buttons(blocks)] == [
         "cb_approve_None",
         "cb_deny_None",
         "cb_deny_reason_None",
+        "cb_edit_None",
+        "cb_allow_None",
     ]
 
     _, blocks = render(question("Which?", ["red", "green", "x" * 200]))

@@ -35,6 +35,11 @@ from tests.telegram_harness import (
 
 pytestmark = pytest.mark.usefixtures("ptb_timedelta")
 
+APPROVAL_BUTTONS = [
+    "✅ Approve", "❌ Deny", "📝 Deny with reason", "✏️ Edit & approve",
+    "🔁 Approve & allow like this",
+]  # fmt: skip
+
 
 def mentions(text: str, key: str) -> bool:
     return re.search(rf"make deploy {key}\b", text) is not None
@@ -437,7 +442,7 @@ async def test_low_load_decisions_are_whole_messages(sqlite_store: SqlStore) -> 
         assert not [m for m in tg.fake.sent if m.text.startswith("📥")]
         for key in ("k1", "k2", "k3"):
             labels = [b["text"] for b in tg.message(f"make deploy {key}").buttons]
-            assert labels == ["✅ Approve", "❌ Deny", "📝 Deny with reason"], key
+            assert labels == APPROVAL_BUTTONS, key
         labels = [b["text"] for b in tg.message("Which branch?").buttons]
         assert labels[:2] == ["main", "release"] and "🚫 Decline" in labels
         assert tg.fake.rejections(429) == []
@@ -452,7 +457,7 @@ async def test_a_digest_page_with_one_decision_posts_it_whole(sqlite_store: SqlS
         second = await tg.fake.wait_for(
             lambda: next((m for m in tg.fake.sent if "make deploy k2" in m.text), None)
         )
-        assert second.text.startswith("🛂") and len(second.buttons) == 3
+        assert second.text.startswith("🛂") and len(second.buttons) == 5
         assert not [m for m in tg.fake.sent if m.text.startswith("📥")]
 
         async def pages_done() -> bool:

@@ -24,7 +24,10 @@ async def test_member_approves_and_the_agent_is_released(store: SqlStore) -> Non
         await tg.park("k1")
         await tg.flush()
         msg = tg.message("make deploy k1")
-        assert buttons(msg) == ["✅ Approve", "❌ Deny", "📝 Deny with reason"]
+        assert buttons(msg) == [
+            "✅ Approve", "❌ Deny", "📝 Deny with reason", "✏️ Edit & approve",
+            "🔁 Approve & allow like this",
+        ]  # fmt: skip
         assert "Approve bash?" in msg.text and "nightly" in msg.text and "agent" in msg.text
         assert "no rule allows bash in ask mode" in msg.text
         assert "expires in 1 d" in msg.text

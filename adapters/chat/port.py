@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from adapters.chat.offers import Offer
 from bot.domain import Member, Run, Task
 from bot.rendering import Action, Card
 
@@ -59,6 +60,8 @@ class Notice:
     bold: str = ""  # shown first, emphasised (a tool name)
     mentions: tuple[str, ...] = ()
     icon: str = ""
+    lines: tuple[str, ...] = ()  # more plain lines below (an offer's past calls)
+    buttons: tuple[tuple[str, str], ...] = ()  # (label, opaque id), one row
 
 
 @dataclass(frozen=True)
@@ -123,9 +126,16 @@ class Platform(Protocol):
         ...
 
     async def edit(
-        self, ref: MessageRef, message: Post | Page, *, max_wait: float | None = None
+        self, ref: MessageRef, message: Post | Page | Notice, *, max_wait: float | None = None
     ) -> bool:
         """Show `message` in place of what `ref` shows; False if it can no longer be edited."""
+        ...
+
+    async def offer_rule(self, press: Press, offer: Offer) -> bool:
+        """Show the presser the rule "Approve & allow like this" would learn, the past calls it
+        would have allowed and a choice of scope (a message with a button per scope, or a
+        modal that may also change the glob); the choice comes back as a press of a scope's
+        button (`Presses.on_press`) or through `Presses.on_allow`. False if it could not."""
         ...
 
     async def tell(self, press: Press, text: str, *, alert: bool = False) -> None:

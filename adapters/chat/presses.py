@@ -12,13 +12,15 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from adapters.chat import offers
 from adapters.chat.cards import Cards
 from adapters.chat.context import CoreLink
-from adapters.chat.port import Place, Platform, Press
+from adapters.chat.port import Notice, Place, Platform, Press
 from adapters.chat.records import Delivery
-from bot import errors
+from bot import errors, learning
 from bot.domain import Principal, Task
 from bot.errors import ApprovalError
+from bot.learning import AllowSpec
 from bot.masking import mask_text, shorten
 from bot.ports import ChatCallback, ChatState
 from bot.rendering import render_ending
@@ -73,22 +75,36 @@ class Presses:
             await self.platform.tell(press, NOT_APPROVER, alert=True)
             return
         if not task.parked:
-            await self.stale(press, task)
+            await self.stale(press, task, offer=callback.action in offers.SCOPE_ACTIONS)
             return
         try:
             notice = await self._act(press, callback, task, member)
         except ApprovalError as error:
             if error.code == errors.ALREADY_DECIDED:
-                await self.stale(press, await self.link.task(task.id) or task)
+                fresh = await self.link.task(task.id) or task
+                await self.stale(press, fresh, offer=callback.action in offers.SCOPE_ACTIONS)
                 return
             notice = shorten(error.detail, NOTICE_LENGTH)
         if notice:
             await self.platform.tell(press, notice)
 
-    async def stale(self, press: Press, task: Task) -> None:
-        """A press on an ended decision: say who ended it and show it ended."""
-        await self.platform.tell(press, self.already(task))
-        await self.refresh(press, task)
+    async def stale(self, press: Press, task: Task, *, offer: bool = False) -> None:
+        """A press on an ended decision: say who ended it and show it ended (on an offer's
+        message: the offer is closed)."""
+        already = self.already(task)
+        await self.platform.tell(press, already)
+        if offer:
+            await self._close_offer(press, already)
+        else:
+            await self.refresh(press, task)
+
+    async def _close_offer(self, press: Press, text: str) -> None:
+        if press.message is None:
+            return
+        try:
+            await self.platform.edit(press.message, Notice(text), max_wait=5.0)
+        except Exception as error:  # cosmetic: its buttons answer "Already …" anyway
+            log.info("could not close an offer (%s)", type(error).__name__)
 
     async def refresh(self, press: Press, task: Task, max_wait: float = 5.0) -> None:
         """Bring a pressed message up to date: a decision's own message is re-rendered, a
@@ -122,9 +138,16 @@ class Presses:
         if action == "deny":
             await service.deny(*where, via=via)
             return "❌ Denied"
-        if action in ("deny_reason", "answer_text"):
+        if action in ("deny_reason", "answer_text", "edit"):
             asked = await self.platform.ask_text(press, task, action)  # type: ignore[arg-type]
             return "" if asked else "Could not ask for your text: use the full view"
+        if action == "allow":
+            return await self._offer(press, task, member)
+        if action in offers.SCOPE_ACTIONS:
+            scope = offers.SCOPE_ACTIONS[action]
+            notice = await self._allow(member, task, scope, None)
+            await self._close_offer(press, notice)
+            return notice
         if action == "decline":
             await service.resolve(*where, outcome="failed", via=via)
             return "🚫 Declined"
@@ -140,6 +163,51 @@ class Presses:
             posted = await self._expand(press, task)
             return "Posted below" if posted else "It has a message of its own already"
         return EXPIRED_BUTTON
+
+    # approve & allow like this ------------------------------------------------------------------
+    async def _offer(self, press: Press, task: Task, member: Principal) -> str:
+        """Show the rule it would learn before saving anything (the core's proposal)."""
+        run = await self.link.run(task.run_id)
+        if run is None:
+            return EXPIRED_BUTTON
+        proposal = await self.link.service.proposal(
+            member, task.workspace_id, task.run_id, task.key
+        )
+        keys = [(task.id, "allow_run", None)]
+        if run.profile is not None:
+            keys.append((task.id, "allow_profile", None))
+        ids = await self.cards.buttons.ensure(keys)
+        found = offers.offer(task, run, proposal, {k[1]: v for k, v in ids.items()})
+        shown = await self.platform.offer_rule(press, found)
+        return "" if shown else "Could not show the rule: use the full view"
+
+    async def _allow(
+        self, member: Principal, task: Task, scope: str, rule: dict[str, Any] | None
+    ) -> str:
+        await self.link.service.approve(
+            member, task.workspace_id, task.run_id, task.key, via=self.via,
+            allow=AllowSpec(scope, rule),
+        )  # fmt: skip
+        where = "this run" if scope == "run" else "its profile"
+        return f"✅ Approved · calls like it are allowed from now on ({where})"
+
+    async def on_allow(
+        self, user: str, task: Task, scope: str, match: str | None
+    ) -> tuple[bool, str]:
+        """A scope chosen where the platform asked in a form (Slack's modal), with the glob as
+        the person left it: (decided, the notice to show them)."""
+        member = await self.member_of(user, task.workspace_id)
+        if member is None:
+            return False, NOT_APPROVER
+        if not task.parked:
+            return False, self.already(task)
+        proposed = learning.propose(task.tool, task.tool_input, task.origin)
+        try:
+            return True, await self._allow(member, task, scope, offers.with_match(proposed, match))
+        except ApprovalError as error:
+            if error.code == errors.ALREADY_DECIDED:
+                return False, self.already(await self.link.task(task.id) or task)
+            return False, shorten(error.detail, 300)
 
     @staticmethod
     def _option(task: Task, index: int | None) -> str:
@@ -187,12 +255,20 @@ class Presses:
             return NOT_APPROVER
         if not task.parked:
             return self.already(task)
+        edited: Any = None
+        if action == "edit":
+            try:
+                edited = offers.edited_input(task.tool_input, text)
+            except offers.EditUnreadable as error:
+                return str(error)
         if claim is not None and not await claim():
             return ""
         where = (member, task.workspace_id, task.run_id, task.key)
         try:
             if action == "deny_reason":
                 await self.link.service.deny(*where, reason=text, via=self.via)
+            elif action == "edit":
+                await self.link.service.approve(*where, tool_input=edited, via=self.via)
             else:
                 await self.link.service.resolve(*where, content=text, via=self.via)
         except ApprovalError as error:

@@ -39,7 +39,15 @@ from adapters.chat.records import Delivery
 from adapters.chat.redact import redact_everywhere
 from adapters.chat.routing import Routing
 from adapters.slack.format import selected_options
-from adapters.slack.platform import CHANNEL, TEXT_BLOCK, TEXT_VIEW, SlackPlatform
+from adapters.slack.platform import (
+    ALLOW_VIEW,
+    CHANNEL,
+    MATCH_BLOCK,
+    SCOPE_BLOCK,
+    TEXT_BLOCK,
+    TEXT_VIEW,
+    SlackPlatform,
+)
 from bot.config import ConfigError, Settings
 from bot.domain import Principal
 from bot.ports import ChatState
@@ -118,6 +126,7 @@ class SlackAdapter:
         )
         self.app.action(re.compile(".*"))(self._on_action)
         self.app.view(TEXT_VIEW)(self._on_view)
+        self.app.view(ALLOW_VIEW)(self._on_allow_view)
         self.app.event("message")(self._on_message)
         self._app_token = app_token
         self._verifier = SignatureVerifier(signing_secret) if signing_secret else None
@@ -223,18 +232,60 @@ class SlackAdapter:
         if not text:  # never a silent deny or an empty answer
             await ack(response_action="errors", errors={TEXT_BLOCK: "Write something first"})
             return
-        await ack()
         found = await self.chats.callback_task(str(view.get("private_metadata", "")))
         if found is None or found[0].channel != CHANNEL:
+            await ack()
             return
         callback, task = found
         user = str(_obj(body.get("user")).get("id", ""))
+        if callback.action == "edit":  # a refused edit is said in the modal, kept open
+            notice = await self.presses.on_text(user, task, callback.action, text)
+            if notice:
+                await ack(response_action="errors", errors={TEXT_BLOCK: notice[:150]})
+            else:
+                await ack()
+            return
+        await ack()
         notice = await self.presses.on_text(user, task, callback.action, text)
         if notice:
-            ref = await self.chats.get_ref(CHANNEL, task.id)
-            refs = Delivery.of(ref.data if ref else {}).refs()
-            if refs:
-                await self.platform.tell(Press(user, "", "", refs[0]), notice)
+            await self._tell_about(task.id, user, notice)
+
+    async def _tell_about(self, task_id: str, user: str, notice: str) -> None:
+        """A private notice beside the decision's first message."""
+        ref = await self.chats.get_ref(CHANNEL, task_id)
+        refs = Delivery.of(ref.data if ref else {}).refs()
+        if refs:
+            await self.platform.tell(Press(user, "", "", refs[0]), notice)
+
+    async def _on_allow_view(self, ack: Any, body: dict[str, Any], view: dict[str, Any]) -> None:
+        """ "Approve & allow like this" submitted: the scope, and the glob as the person left
+        it. A refusal (a glob that does not match the call, no profile) keeps the modal open
+        with the reason."""
+        values = _obj(_obj(view.get("state")).get("values"))
+        scope_state = _obj(_obj(values.get(SCOPE_BLOCK)).get(SCOPE_BLOCK))
+        scope = str(_obj(scope_state.get("selected_option")).get("value") or "")
+        match_state = _obj(_obj(values.get(MATCH_BLOCK)).get(MATCH_BLOCK))
+        match = match_state.get("value") if MATCH_BLOCK in values else None
+        if scope not in ("run", "profile"):
+            await ack(response_action="errors", errors={SCOPE_BLOCK: "Choose where to allow it"})
+            return
+        if match is not None and not str(match).strip():
+            await ack(response_action="errors", errors={MATCH_BLOCK: "Write a glob"})
+            return
+        found = await self.chats.callback_task(str(view.get("private_metadata", "")))
+        if found is None or found[0].channel != CHANNEL:
+            await ack()
+            return
+        task = found[1]
+        user = str(_obj(body.get("user")).get("id", ""))
+        glob = None if match is None else str(match).strip()
+        decided, notice = await self.presses.on_allow(user, task, scope, glob)
+        if not decided and task.parked and notice != NOT_APPROVER:
+            block = MATCH_BLOCK if MATCH_BLOCK in values else SCOPE_BLOCK
+            await ack(response_action="errors", errors={block: notice[:150]})
+            return
+        await ack()
+        await self._tell_about(task.id, user, notice)
 
     async def _on_message(self, event: dict[str, Any]) -> None:
         """A plain reply in a run's thread answers its one pending free-text question."""

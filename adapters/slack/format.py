@@ -62,6 +62,8 @@ _LABELS: dict[str, tuple[str, str | None]] = {
     "answer_text": ("Answer", None),
     "submit": ("Submit", "primary"),
     "expand": ("Show", None),
+    "edit": ("Edit & approve", None),
+    "allow": ("Approve & allow like this", None),
 }
 _FENCE_OPEN, _FENCE_CLOSE = "```\n", "\n```"
 _BROADCAST = re.compile(r"@(channel|here|everyone)\b", re.IGNORECASE)

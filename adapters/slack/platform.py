@@ -24,6 +24,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.chat.context import CoreLink
+from adapters.chat.offers import Offer, edit_start
 from adapters.chat.pacing import Budget
 from adapters.chat.port import (
     MessageRef,
@@ -50,14 +51,23 @@ T = TypeVar("T")
 
 CHANNEL = "slack"
 METADATA_EVENT = "approvalbot_decision"
-TEXT_VIEW = "approvalbot_text"  # the modal that asks for a deny reason or an answer
+TEXT_VIEW = "approvalbot_text"  # the modal that asks for a deny reason, an answer, an edit
 TEXT_BLOCK = "text"
+ALLOW_VIEW = "approvalbot_allow"  # "Approve & allow like this": the rule, its glob, the scope
+MATCH_BLOCK = "match"
+SCOPE_BLOCK = "scope"
 _USER_ID = re.compile(r"^[UW][A-Z0-9]{2,20}$")
 _GONE = {"message_not_found", "cant_update_message", "channel_not_found", "is_archived"}
 _UNREACHABLE = {"channel_not_found", "not_in_channel", "is_archived", "user_not_found"}
 _MODALS = {
     "deny_reason": ("Deny with reason", "Reason", "Deny", "Why not? The agent reads this."),
     "answer_text": ("Answer", "Your answer", "Send", "Your answer goes to the agent."),
+    "edit": (
+        "Edit & approve",
+        "",
+        "Approve",
+        "Approved as you write it; the run's rules look at it again.",
+    ),
 }
 
 
@@ -168,6 +178,7 @@ class SlackPlatform:
         if thread:
             args["thread_ts"] = thread
         decision = isinstance(message, Post)
+        blocks: list[dict[str, Any]] | None
         if isinstance(message, Post):
             if message.maybe_sent:
                 found = await self._find(place.chat, thread, message.task_id)
@@ -182,7 +193,7 @@ class SlackPlatform:
         elif isinstance(message, Page):
             text, blocks = self._page(message)
         else:
-            text, blocks = self._notice(message), None
+            text, blocks = self._notice(message), self._notice_blocks(message)
         try:
             response = await self._call(
                 place.chat,
@@ -198,9 +209,11 @@ class SlackPlatform:
         return MessageRef(place.chat, str(response["ts"]), thread)
 
     async def edit(
-        self, ref: MessageRef, message: Post | Page, *, max_wait: float | None = None
+        self, ref: MessageRef, message: Post | Page | Notice, *, max_wait: float | None = None
     ) -> bool:
-        if isinstance(message, Page):
+        if isinstance(message, Notice):
+            text, blocks = self._notice(message), self._notice_blocks(message) or []
+        elif isinstance(message, Page):
             text, blocks = self._page(message)
         else:
             text, blocks = fmt.decision_blocks(message.card, message.buttons)
@@ -240,6 +253,14 @@ class SlackPlatform:
             return False
         title, label, submit, hint = _MODALS[action]
         what = "this question" if task.kind == "ask" else task.tool
+        element: dict[str, Any] = {
+            "type": "plain_text_input", "action_id": TEXT_BLOCK, "multiline": True,
+            "max_length": 3000 if action == "edit" else 2000,
+        }  # fmt: skip
+        if action == "edit":
+            label, start = edit_start(task.tool_input)
+            if start and len(start) <= 3000:
+                element["initial_value"] = start
         view = {
             "type": "modal",
             "callback_id": TEXT_VIEW,
@@ -252,12 +273,55 @@ class SlackPlatform:
                     "type": "input", "block_id": TEXT_BLOCK,
                     "label": {"type": "plain_text", "text": label},
                     "hint": {"type": "plain_text", "text": shorten(f"{hint} ({what})", 150)},
-                    "element": {
-                        "type": "plain_text_input", "action_id": TEXT_BLOCK, "multiline": True,
-                        "max_length": 2000,
-                    },
+                    "element": element,
                 }
             ],
+        }  # fmt: skip
+        try:
+            await self.client.views_open(trigger_id=trigger, view=view)
+        except SlackApiError as error:
+            log.info("slack: could not open a modal (%s)", error.response.get("error"))
+            return False
+        return True
+
+    async def offer_rule(self, press: Press, offer: Offer) -> bool:
+        """A modal: the rule and the past calls it would have allowed, its glob to change,
+        and the scope; submitting it (view_submission) approves and learns."""
+        trigger = press.handle.get("trigger_id") if isinstance(press.handle, dict) else None
+        if not trigger or not offer.scopes:
+            return False
+        lines = [fmt.escape(line) for line in offer.lines()]
+        rule = "`" + lines[0].replace("`", "'") + "`"  # a glob's * must not read as bold
+        text = "\n".join(["*Allow calls like this from now on?*", rule, *lines[1:]])
+        blocks: list[dict[str, Any]] = [
+            {"type": "section", "block_id": "rule",
+             "text": {"type": "mrkdwn", "text": shorten(text, 3000)}},
+        ]  # fmt: skip
+        if offer.match is not None and len(offer.match) <= 3000:
+            blocks.append({
+                "type": "input", "block_id": MATCH_BLOCK,
+                "label": {"type": "plain_text", "text": "Glob"},
+                "hint": {"type": "plain_text", "text": "The rules' globs: * any text, ? one "
+                         "character, anchored at both ends"},
+                "element": {"type": "plain_text_input", "action_id": MATCH_BLOCK,
+                            "initial_value": offer.match, "max_length": 3000},
+            })  # fmt: skip
+        options = [
+            {"text": {"type": "plain_text", "text": label.removeprefix("✅ ")}, "value": scope}
+            for scope, label, _ in offer.scopes
+        ]
+        blocks.append({
+            "type": "input", "block_id": SCOPE_BLOCK,
+            "label": {"type": "plain_text", "text": "Allow it in"},
+            "element": {"type": "radio_buttons", "action_id": SCOPE_BLOCK, "options": options,
+                        "initial_option": options[0]},
+        })  # fmt: skip
+        view = {
+            "type": "modal", "callback_id": ALLOW_VIEW, "private_metadata": press.button,
+            "title": {"type": "plain_text", "text": "Approve & allow"},
+            "submit": {"type": "plain_text", "text": "Approve & allow"},
+            "close": {"type": "plain_text", "text": "Cancel"},
+            "blocks": blocks,
         }  # fmt: skip
         try:
             await self.client.views_open(trigger_id=trigger, view=view)
@@ -374,10 +438,28 @@ class SlackPlatform:
 
     @staticmethod
     def _notice(notice: Notice) -> str:
-        text = f"{notice.icon} *{fmt.escape(notice.bold)}* {fmt.escape(notice.text)}".strip()
+        bold = f"*{fmt.escape(notice.bold)}*" if notice.bold else ""
+        text = " ".join(part for part in (notice.icon, bold, fmt.escape(notice.text)) if part)
         if notice.mentions:
             text += " — " + " ".join(notice.mentions)
-        return text
+        return "\n".join([text, *(fmt.escape(line) for line in notice.lines)])
+
+    @staticmethod
+    def _notice_blocks(notice: Notice) -> list[dict[str, Any]] | None:
+        """A notice with buttons needs blocks; a plain one is text alone."""
+        if not notice.buttons:
+            return None
+        text = SlackPlatform._notice(notice)
+        buttons = [
+            {"type": "button", "text": {"type": "plain_text", "text": label[:75]},
+             "action_id": i, "value": i}
+            for label, i in notice.buttons
+        ]  # fmt: skip
+        return [
+            {"type": "section", "block_id": "notice",
+             "text": {"type": "mrkdwn", "text": shorten(text, 3000)}},
+            {"type": "actions", "block_id": "notice-buttons", "elements": buttons},
+        ]  # fmt: skip
 
     async def _find(self, chat: str, thread: str | None, task_id: str) -> MessageRef | None:
         """The decision's message in the thread, if an earlier attempt posted it after all."""

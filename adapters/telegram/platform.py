@@ -10,10 +10,11 @@ from __future__ import annotations
 import html
 from collections.abc import Callable
 
-from telegram import CallbackQuery, Message
+from telegram import CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup, Message
 from telegram.error import BadRequest, Forbidden
 
 from adapters.chat.context import CoreLink
+from adapters.chat.offers import Offer, edit_key
 from adapters.chat.port import MessageRef, Notice, Page, Place, Post, Press, Unreachable
 from adapters.telegram.calls import TelegramCalls
 from adapters.telegram.format import card_html, digest_buttons, digest_html, esc, keyboard
@@ -29,6 +30,11 @@ _PROMPTS = {
         "Reason",
     ),
     "answer_text": ("💬 {who}, reply to this message with your answer to {what}.", "Your answer"),
+    "edit": (
+        "✏️ {who}, reply to this message with the new {input} for {what}: it is approved as you"
+        " write it (the rules look at it again).",
+        "New {input}",
+    ),
 }
 
 
@@ -36,6 +42,21 @@ def is_group(chat: str) -> bool:
     """Groups, supergroups and channels have negative ids; people's private chats positive.
     Telegram counts messages per minute in groups only."""
     return chat.startswith("-")
+
+
+def _notice_html(notice: Notice) -> str:
+    bold = f"<b>{esc(notice.bold)}</b>" if notice.bold else ""
+    text = " ".join(part for part in (notice.icon, bold, esc(notice.text)) if part)
+    if notice.mentions:
+        text += " — " + " ".join(notice.mentions)
+    return "\n".join([text, *(esc(line) for line in notice.lines)])
+
+
+def _notice_keyboard(notice: Notice) -> InlineKeyboardMarkup | None:
+    if not notice.buttons:
+        return None
+    row = [InlineKeyboardButton(label, callback_data=i) for label, i in notice.buttons]
+    return InlineKeyboardMarkup([row])
 
 
 class TelegramPlatform:
@@ -110,16 +131,21 @@ class TelegramPlatform:
                 markup=keyboard(message.card.buttons, message.buttons), decision=True,
             )  # fmt: skip
         else:
-            text = f"{message.icon} <b>{esc(message.bold)}</b> {esc(message.text)}".strip()
-            if message.mentions:
-                text += " — " + " ".join(message.mentions)
-            sent = await self.calls.send(chat, text, reply_to=reply, max_wait=max_wait)
+            sent = await self.calls.send(
+                chat, _notice_html(message), reply_to=reply, max_wait=max_wait,
+                markup=_notice_keyboard(message),
+            )  # fmt: skip
         return MessageRef(place.chat, str(sent.message_id))
 
     async def edit(
-        self, ref: MessageRef, message: Post | Page, *, max_wait: float | None = None
+        self, ref: MessageRef, message: Post | Page | Notice, *, max_wait: float | None = None
     ) -> bool:
         chat, message_id = int(ref.chat), int(ref.id)
+        if isinstance(message, Notice):
+            return await self.calls.edit(
+                chat, message_id, _notice_html(message), _notice_keyboard(message),
+                max_wait=max_wait,
+            )  # fmt: skip
         if isinstance(message, Page):
             text, markup = self._page(message)
             return await self.calls.edit(chat, message_id, text, markup, pace=False)  # type: ignore[arg-type]
@@ -132,6 +158,21 @@ class TelegramPlatform:
         if isinstance(press.handle, CallbackQuery):
             await self.calls.answer(press.handle, text, alert=alert)
 
+    async def offer_rule(self, press: Press, offer: Offer) -> bool:
+        """The offer as a reply to the pressed decision, a button per scope: anyone who may
+        decide can confirm it (the first press decides, as on the decision itself)."""
+        query = press.handle
+        if press.message is None or not isinstance(query, CallbackQuery):
+            return False
+        lines = offer.lines()
+        notice = Notice(
+            "— " + lines[0], bold="Approve & allow like this?", icon="🔁",
+            lines=tuple(lines[1:]), buttons=tuple((label, i) for _, label, i in offer.scopes),
+        )  # fmt: skip
+        await self.post(Place(press.message.chat), notice, reply_to=press.message, max_wait=10.0)
+        await self.calls.answer(query, "Choose where to allow it, below")
+        return True
+
     async def ask_text(self, press: Press, task: Task, action: Action) -> bool:
         """A ForceReply prompt under the pressed message; the reply that answers it is looked
         up by its message id (handlers.py)."""
@@ -143,9 +184,11 @@ class TelegramPlatform:
         who = f'<a href="tg://user?id={press.user}">{esc(press.user_name or "you")}</a>'
         template, placeholder = _PROMPTS[action]
         what = "this question" if task.kind == "ask" else f"<b>{esc(task.tool)}</b>"
+        kind = "command" if edit_key(task.tool_input) is not None else "input (JSON)"
         prompt = await self.calls.send(
-            int(press.message.chat), template.format(who=who, what=what),
-            reply_to=int(press.message.id), force_reply=placeholder, max_wait=10.0,
+            int(press.message.chat), template.format(who=who, what=what, input=kind),
+            reply_to=int(press.message.id), force_reply=placeholder.format(input=kind)[:64],
+            max_wait=10.0,
         )  # fmt: skip
         record = ChatPrompt(
             CHANNEL, press.message.chat, str(prompt.message_id), task.id, action, press.user

@@ -1,0 +1,141 @@
+""" "Approve & allow like this" and "Edit & approve" in the chats, on Telegram and on Slack
+(tests/chat_drivers.py: the real libraries against the strict fakes), over the core's learned
+rules and edited approvals (bot/lifecycle/learn.py)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from bot.service import CallSpec, RunSpec
+from store.sql import SqlStore
+from tests.chat_drivers import PLATFORMS, WS, ChatDriver, Handle, Shown, open_driver
+
+pytestmark = pytest.mark.usefixtures("ptb_timedelta")
+
+
+@pytest.fixture(params=PLATFORMS)
+async def chat(request: pytest.FixtureRequest, sqlite_store: SqlStore) -> AsyncIterator[ChatDriver]:
+    async with open_driver(request.param, sqlite_store) as driver:
+        yield driver
+
+
+async def _ended(chat: ChatDriver, message: Handle) -> Shown:
+    def done() -> Shown | None:
+        shown = chat.shown(message)
+        return None if shown.has_buttons else shown
+
+    shown: Shown = await chat.eventually(done)
+    return shown
+
+
+def _push(key: str, branch: str) -> dict[str, Any]:
+    return {"tool_input": {"command": f"git push origin {branch}"}}
+
+
+# approve & allow like this -------------------------------------------------------------------
+async def test_allow_like_this_shows_the_rule_and_past_calls_then_learns_it(
+    chat: ChatDriver,
+) -> None:
+    await chat.park("k0", **_push("k0", "dev"))
+    await chat.service.approve(chat.member("carol"), WS, chat.run_id, "k0", via="api")
+    await chat.park("k1", **_push("k1", "main"))
+    await chat.flush()
+    decision = chat.decision_in("usual", "git push origin main")
+
+    offered = await chat.offer(decision)
+    assert "bash · command matches git push *" in offered.text
+    assert "It would have allowed 1 past call" in offered.text
+    assert "git push origin dev" in offered.text  # the past call, by name
+    assert [label.removeprefix("✅ ") for label in offered.scopes] == ["This run"]  # no profile
+    assert (await chat.task("k1")).parked  # nothing saved before a scope is chosen
+    async with chat.store.read() as tx:
+        assert await tx.learned_rules(WS) == []
+
+    notice = await chat.choose(offered, "run")
+    assert notice == "✅ Approved · calls like it are allowed from now on (this run)"
+    task = await chat.task("k1")
+    assert (task.state, task.resolved_by, task.via) == ("granted", "alice", chat.platform)
+    async with chat.store.read() as tx:
+        [learned] = await tx.learned_rules(WS)
+    assert learned.rule["match"] == "git push *" and learned.scope == "run"
+    assert (learned.added_by, learned.from_run_id, learned.from_key) == (
+        "alice", chat.run_id, "k1",
+    )  # fmt: skip
+    receipt = await chat.service.append(
+        chat.agent, WS, chat.run_id, CallSpec("bash", {"command": "git push origin x"}, key="k2")
+    )
+    assert receipt.task.state == "granted"  # the run allows it now, without a person
+    await chat.flush()
+    assert "Approved by alice" in (await _ended(chat, decision)).text
+
+
+async def test_allow_like_this_on_a_decided_call_says_so_and_learns_nothing(
+    chat: ChatDriver,
+) -> None:
+    await chat.park("k1", **_push("k1", "main"))
+    await chat.flush()
+    decision = chat.decision_in("usual", "git push origin main")
+    offered = await chat.offer(decision)
+    await chat.service.deny(chat.member("carol"), WS, chat.run_id, "k1", reason="no", via="api")
+    notice = await chat.choose(offered, "run")
+    assert notice is not None and notice.startswith("Already denied by carol"), notice
+    async with chat.store.read() as tx:
+        assert await tx.learned_rules(WS) == []
+
+
+async def test_slacks_modal_learns_the_glob_as_the_person_changed_it(
+    sqlite_store: SqlStore,
+) -> None:
+    async with open_driver("slack", sqlite_store) as chat:
+        await chat.park("k1", **_push("k1", "main"))
+        await chat.flush()
+        offered = await chat.offer(chat.decision_in("usual", "git push origin main"))
+        refused = await chat.choose(offered, "run", match="git pull *")
+        assert refused is not None and "does not match" in refused, refused
+        assert (await chat.task("k1")).parked  # a refusal keeps the modal and the call open
+        notice = await chat.choose(offered, "run", match="git push origin *")
+        assert notice is not None and notice.startswith("✅ Approved"), notice
+        async with chat.store.read() as tx:
+            [learned] = await tx.learned_rules(WS)
+        assert learned.rule["match"] == "git push origin *"
+
+
+# edit before approve -------------------------------------------------------------------------
+async def test_an_edited_command_is_approved_and_every_message_shows_the_diff(
+    chat: ChatDriver,
+) -> None:
+    await chat.park("k1")
+    await chat.flush()
+    decision = chat.decision_in("usual", "make deploy k1")
+    assert await chat.edit(decision, "k1", "make deploy k1 --dry-run") is None
+    task = await chat.settled("k1")
+    assert (task.state, task.resolved_by, task.via) == ("granted", "alice", chat.platform)
+    assert task.tool_input == {"command": "make deploy k1"}  # as proposed, kept
+    assert task.approved_input == {"command": "make deploy k1 --dry-run"}
+    await chat.flush()
+    shown = await _ended(chat, decision)
+    assert "Approved by alice" in shown.text and "Edited" in shown.text
+    assert "-make deploy k1\n+make deploy k1 --dry-run" in shown.text
+
+
+async def test_an_edit_the_rules_deny_is_refused_and_the_call_stays_parked(
+    chat: ChatDriver,
+) -> None:
+    rules = [
+        {"tool": "bash", "path": "command", "match": "*rm -rf*", "verdict": "deny",
+         "reason": "no recursive deletes"},
+    ]  # fmt: skip
+    run = await chat.service.declare_run(
+        chat.agent, WS, RunSpec(approval_mode="ask", approval_rules=rules, title="careful")
+    )
+    await chat.park("k1", run_id=run.id)
+    await chat.flush()
+    decision = chat.decision_in("usual", "make deploy k1")
+    said = await chat.edit(decision, "k1", "rm -rf /")
+    assert said is not None and "no recursive deletes" in said, said
+    task = await chat.service.get_task(chat.agent, WS, run.id, "k1")
+    assert task.parked and task.approved_input is None
+    assert chat.shown(decision).has_buttons  # still decidable
