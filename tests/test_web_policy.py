@@ -285,10 +285,15 @@ async def test_an_edited_command_reaches_the_task_and_the_pages_say_edited(world
         assert task.state == "granted"
         assert task.approved_input == {"command": "rm -rf build/cache\n", "timeout": 5}
         assert task.tool_input == {"command": "rm -rf build", "timeout": 5}
+        # The decision's page and history say it was edited, with the diff of the command.
         _, ended = await get_text(client, s.url + page_url)
-        assert "edited" in text_of(ended)
-        assert '<span class="del">-rm -rf build</span>' in ended or "-rm -rf build" in ended
-        assert "+rm -rf build/cache" in ended
+        _, history = await get_text(client, f"{s.url}/history")
+        for shown in (ended.split('class="ending tone-')[1], history):
+            diff = shown.split('<figure class="block diff edit-diff">')[1].split("</figure>")[0]
+            assert "edited" in diff
+            assert '<span class="tx">-rm -rf build</span>' in diff
+            assert '<span class="tx">+rm -rf build/cache</span>' in diff
+            assert "timeout" not in diff  # only the command changed: its text alone
 
 
 async def test_an_edit_a_deny_rule_binds_is_refused_and_stays_parked(world: World) -> None:
