@@ -86,6 +86,24 @@ async def test_allow_like_this_on_a_decided_call_says_so_and_learns_nothing(
         assert await tx.learned_rules(WS) == []
 
 
+async def test_allow_like_this_in_a_runs_profile(chat: ChatDriver) -> None:
+    run = await chat.service.declare_run(chat.agent, WS, RunSpec(profile="mcp", title="tools"))
+    await chat.park("k1", run_id=run.id, **_push("k1", "main"))
+    await chat.flush()
+    offered = await chat.offer(chat.decision_in("usual", "git push origin main"))
+    assert [label.removeprefix("✅ ") for label in offered.scopes] == ["This run", "Profile mcp"]
+    notice = await chat.choose(offered, "profile")
+    assert notice == "✅ Approved · calls like it are allowed from now on (its profile)"
+    async with chat.store.read() as tx:
+        [learned] = await tx.learned_rules(WS)
+    assert (learned.scope, learned.profile, learned.run_id) == ("profile", "mcp", None)
+    later = await chat.service.declare_run(chat.agent, WS, RunSpec(profile="mcp"))
+    receipt = await chat.service.append(
+        chat.agent, WS, later.id, CallSpec("bash", {"command": "git push origin x"}, key="k9")
+    )
+    assert receipt.task.state == "granted"  # runs declared from the profile afterwards
+
+
 async def test_slacks_modal_learns_the_glob_as_the_person_changed_it(
     sqlite_store: SqlStore,
 ) -> None:
