@@ -28,9 +28,15 @@ TONES = {
     "declined": "denied",
     "expired": "expired",
     "cancelled": "expired",
+    "timed_out": "expired",
     "parked": "waiting",
     "asked": "waiting",
 }
+
+
+def tone_of(word: str) -> str:
+    """The colour of an outcome word: approved, denied, expired, waiting, else info."""
+    return TONES.get(word, "info")
 
 
 @dataclass

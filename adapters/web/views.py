@@ -162,6 +162,7 @@ async def decision(request: web.Request) -> web.Response:
             "revealed": reveal,
             "masks_something": render.masks_something(task) or shown != history,
             "ago": render.ago,
+            "tone_of": timeline.tone_of,
         },
     )
 
@@ -216,7 +217,7 @@ async def runs(request: web.Request) -> web.Response:
     return page(
         request,
         "runs.html",
-        {"rows": rows, "title_of": render.title_of, "ago": render.ago},
+        {"rows": rows, "title_of": render.title_of, "ago": render.ago, "tone_of": timeline.tone_of},
     )
 
 
@@ -289,6 +290,7 @@ async def run_page(request: web.Request) -> web.Response:
             "revealed": reveal,
             "masks_something": hides,
             "ago": render.ago,
+            "tone_of": timeline.tone_of,
         },
     )
 
@@ -370,5 +372,6 @@ async def history(request: web.Request) -> web.Response:
             "title_of": render.title_of,
             "note": _note,
             "ago": render.ago,
+            "tone_of": timeline.tone_of,
         },
     )
