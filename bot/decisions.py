@@ -233,18 +233,17 @@ def work_available(task: Task) -> NewEvent:
 
 
 def settled_event(task: Task) -> NewEvent:
-    return NewEvent(
-        task.run_id,
-        "task_settled",
-        {
-            "key": task.key,
-            "state": task.state,
-            "error": task.error,
-            "resolved_by": task.resolved_by,
-            "via": task.via,
-            "resolution": task.resolution,
-        },
-    )
+    data = {
+        "key": task.key,
+        "state": task.state,
+        "error": task.error,
+        "resolved_by": task.resolved_by,
+        "via": task.via,
+        "resolution": task.resolution,
+    }
+    if task.approved_input is not None:  # approved as a person edited it: run that one
+        data["approved_input"] = task.approved_input
+    return NewEvent(task.run_id, "task_settled", data)
 
 
 def log_entry(

@@ -76,6 +76,9 @@ async def test_an_edit_is_approved_by_the_persons_decision_and_both_inputs_kept(
         entry = (await s.decision_log(world.alice, WS, run_id=run_id))[-1].entry
         assert (entry.action, entry.actor, entry.via) == ("approved", "alice", "web")
         assert entry.detail == {"tool_input": task.tool_input, "approved_input": edit}
+        # The run feed says so too: an agent following it runs the approved input.
+        settled = [e for e in await s.events_after(run_id, 0) if e.name == "task_settled"]
+        assert settled[-1].data["approved_input"] == edit
 
 
 async def test_an_unchanged_edit_is_no_edit(world: World) -> None:
