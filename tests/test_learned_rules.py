@@ -7,6 +7,7 @@ the runs declared from the profile afterwards (and the run it came from), never 
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 from typing import Any
 
@@ -298,3 +299,29 @@ async def test_rule_order_in_every_mode(world: World) -> None:
         world.agent, WS, strict, CallSpec("bash", bash("make x"), key="k6", approval_mode="rules")
     )
     assert tightened.task.state == "granted"
+
+
+async def test_rules_learned_at_once_in_one_run_are_all_kept(world: World, store: SqlStore) -> None:
+    """Two instances learn in the same run at the same moment: neither rule is lost."""
+    twin = SqlStore(store.url, schema=store.schema)
+    other = await Core.build(twin, Settings(), clock=world.clock)
+    try:
+        s = world.core.service
+        run_id = await declare(world, approval_mode="ask")
+        commands = [f"tool{n} go now" for n in range(6)]
+        for n, command in enumerate(commands):
+            await call(world, run_id, f"k{n}", bash(command))
+        await asyncio.gather(
+            *(
+                (s, other.service)[n % 2].approve(
+                    world.alice, WS, run_id, f"k{n}", allow=AllowSpec("run")
+                )
+                for n in range(len(commands))
+            )
+        )
+        run = await s.get_run(world.alice, WS, run_id)
+        assert len(run.learned_rules) == len(commands)
+        for n in range(len(commands)):
+            assert await call(world, run_id, f"again{n}", bash(f"tool{n} go later")) == "granted"
+    finally:
+        await twin.close()
