@@ -16,7 +16,9 @@ For agents::
 `await runs.declare(…)` without `async with` gives the run alone; end it with `await run.stop()`.
 
 `run.call` returns the granted task or raises `ApprovalDenied`, `ApprovalExpired`, `RunStopped`
-(typed, with `code`, `detail` and the task). A blocking twin lives in `adapters.http.sync_client`.
+(typed, with `code`, `detail` and the task). A person may have edited the call before approving
+it: run `task.approved_input` when it is not None (`input_to_run(task)` picks it). A blocking
+twin lives in `adapters.http.sync_client`.
 """
 
 from __future__ import annotations
@@ -28,11 +30,13 @@ import json
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar, overload
+from urllib.parse import quote
 
 import aiohttp
 
 from adapters.http import models as m
+from adapters.http import policy_models as pm
 
 if TYPE_CHECKING:
     from adapters.http.sync_client import SyncRun
@@ -43,6 +47,39 @@ R = TypeVar("R")
 _LONG_POLL = 55.0  # below the server's cap, so one request never outlives its own timeout
 SURFACE_HEADER = "X-Approvalbot-Surface"  # adapters.http.api records decisions `via` it
 ASKS_PAGE = 500  # decisions per `/asks` request when reading them all (the server's maximum)
+
+
+class _Unedited:
+    """The default of `approve(tool_input=…)`: approve the call as proposed. (None cannot be
+    that default: an edit to null is a real request, which the service refuses.)"""
+
+    def __repr__(self) -> str:
+        return "UNEDITED"
+
+
+UNEDITED: Any = _Unedited()
+Scope = Literal["run", "profile"]
+
+
+def input_to_run(task: m.TaskOut) -> Any:
+    """What the agent runs once a call is granted: the input a person approved when they edited
+    it (`approved_input`), else the input as proposed (`tool_input`)."""
+    return task.tool_input if task.approved_input is None else task.approved_input
+
+
+def approve_body(
+    tool_input: Any = UNEDITED, allow: Scope | None = None, rule: dict[str, Any] | None = None
+) -> dict[str, Any] | None:
+    """The body of `POST …/approve`: none for a plain approval; `tool_input` approves the call
+    as edited; `allow` (the scope) also learns a rule, `rule` overriding the proposal."""
+    body: dict[str, Any] = {}
+    if tool_input is not UNEDITED:
+        body["tool_input"] = tool_input
+    if allow is not None:
+        body["allow"] = {"scope": allow} | ({} if rule is None else {"rule": rule})
+    elif rule is not None:
+        raise ValueError("a rule is learned only with allow='run' or allow='profile'")
+    return body or None
 
 
 # errors ----------------------------------------------------------------------------------------
@@ -247,6 +284,35 @@ class Workspace:
         body = await self.client.request("POST", self.base + "/executors", {"name": name})
         return m.ExecutorOut.model_validate(body)
 
+    # approve always and the decision log (member credential) ---------------------------------
+    async def learned_rules(self) -> list[pm.LearnedRuleOut]:
+        """The rules learned from decisions ("Approve & allow like this"), run-scoped ones too."""
+        body = await self.client.request("GET", self.base + "/rules/learned")
+        return pm.LearnedRulesOut.model_validate(body).rules
+
+    async def remove_learned_rule(self, rule_id: str) -> None:
+        """Remove a learned rule: runs declared afterwards (and the run of a run-scoped rule) no
+        longer have it. An unknown id is `ApiError` 404 `not_found`."""
+        await self.client.request("DELETE", f"{self.base}/rules/learned/{quote(rule_id, safe='')}")
+
+    async def log_page(self, run_id: str | None = None, *, after: int = 0) -> pm.LogOut:
+        """One page of the decision log (oldest first): the entries after entry `after`."""
+        fields = {"run_id": run_id, "after": str(after) if after else None}
+        query = {k: v for k, v in fields.items() if v}
+        body = await self.client.request("GET", self.base + "/log", query=query or None)
+        return pm.LogOut.model_validate(body)
+
+    async def log(self, run_id: str | None = None, *, after: int = 0) -> list[pm.LogEntryOut]:
+        """The decision log after entry `after` (0: from the start), oldest first, every page
+        (following `next_after`); `run_id` keeps one run's entries."""
+        entries: list[pm.LogEntryOut] = []
+        while True:
+            found = await self.log_page(run_id, after=after)
+            entries += found.entries
+            if found.next_after is None:
+                return entries
+            after = found.next_after
+
 
 class Runs:
     def __init__(self, workspace: Workspace) -> None:
@@ -408,7 +474,9 @@ class Run:
         timeout: float | None = None,
     ) -> m.TaskOut:
         """Put a call through approval and wait for the outcome: the granted task, or a typed
-        refusal (`ApprovalDenied`, `ApprovalExpired`, `RunStopped`)."""
+        refusal (`ApprovalDenied`, `ApprovalExpired`, `RunStopped`). A person may approve the
+        call edited: run `task.approved_input` when it is not None, never the input you
+        proposed (`input_to_run(task)` gives the one to run)."""
         receipt = await self.append(
             tool,
             {} if tool_input is None else tool_input,
@@ -451,8 +519,12 @@ class Run:
 
             @functools.wraps(func)
             async def guarded(*args: P.args, **kwargs: P.kwargs) -> R:
-                await self.call(name, call_input(func, args, kwargs), effect_profile=effect_profile)
-                return await func(*args, **kwargs)
+                proposed = call_input(func, args, kwargs)
+                task = await self.call(name, proposed, effect_profile=effect_profile)
+                if task.approved_input is None:
+                    return await func(*args, **kwargs)
+                edited_args, edited_kwargs = edited_call(func, task.approved_input)
+                return await func(*edited_args, **edited_kwargs)
 
             return guarded
 
@@ -464,9 +536,28 @@ class Run:
         """One `Decision` per task of this run resting on a person."""
         return Decisions(self.workspace, self.id)
 
-    async def approve(self, key: str) -> m.TaskOut:
-        answer = await self.client.request("POST", f"{self.base}/tasks/{key}/approve")
+    async def approve(
+        self,
+        key: str,
+        *,
+        tool_input: Any = UNEDITED,
+        allow: Scope | None = None,
+        rule: dict[str, Any] | None = None,
+    ) -> m.TaskOut:
+        """Approve a parked call: `tool_input` approves it as edited (the run's rules evaluate
+        it again: a deny is `ApiError` 422 `approval_denied` and the call stays parked);
+        `allow="run"|"profile"` also learns an allow rule, the proposal unless `rule` is given.
+        Under a quorum an approval that is not the last answers the task still parked, with
+        `approvals` counting it."""
+        body = approve_body(tool_input, allow, rule)
+        answer = await self.client.request("POST", f"{self.base}/tasks/{key}/approve", body)
         return m.TaskOut.model_validate(answer)
+
+    async def proposal(self, key: str) -> pm.ProposalOut:
+        """The rule "Approve & allow like this" would learn from this parked call, and the past
+        calls of the workspace it would have allowed (`would_allow`)."""
+        answer = await self.client.request("GET", f"{self.base}/tasks/{key}/proposal")
+        return pm.ProposalOut.model_validate(answer)
 
     async def deny(self, key: str, reason: str = "") -> m.TaskOut:
         body = {"reason": reason} if reason else None
@@ -500,6 +591,28 @@ def call_input(func: Callable[..., Any], args: Any, kwargs: Any) -> dict[str, An
     return loaded
 
 
+class EditedInputUnfit(ApprovalbotError):
+    """A person approved an edited input that the decorated function cannot be called with (not
+    an object of its parameters): nothing ran, since running the unedited call would do what
+    nobody approved."""
+
+
+def edited_call(func: Callable[..., Any], approved: Any) -> tuple[list[Any], dict[str, Any]]:
+    """The arguments to call a decorated function with, from the approved (edited) input: the
+    inverse of `call_input`."""
+    signature = inspect.signature(func)
+    unknown = set(approved) - set(signature.parameters) if isinstance(approved, dict) else None
+    if unknown is None or unknown:
+        what = f"unknown arguments {sorted(unknown)}" if unknown else "not an object"
+        raise EditedInputUnfit("edited_input_unfit", f"{func.__name__}: the approved input: {what}")
+    bound = inspect.BoundArguments(signature, dict(approved))
+    try:
+        signature.bind(*bound.args, **bound.kwargs)
+    except TypeError as error:
+        raise EditedInputUnfit("edited_input_unfit", f"{func.__name__}: {error}") from None
+    return list(bound.args), dict(bound.kwargs)
+
+
 class Decision:
     """One task resting on a person, with what they need to decide it and the verb that ends it."""
 
@@ -515,8 +628,19 @@ class Decision:
     def is_question(self) -> bool:
         return self.task.kind == "ask"
 
-    async def approve(self) -> m.TaskOut:
-        return await self.run.approve(self.task.key)
+    async def approve(
+        self,
+        *,
+        tool_input: Any = UNEDITED,
+        allow: Scope | None = None,
+        rule: dict[str, Any] | None = None,
+    ) -> m.TaskOut:
+        """Approve, edited with `tool_input`, learning a rule with `allow`: see `Run.approve`."""
+        return await self.run.approve(self.task.key, tool_input=tool_input, allow=allow, rule=rule)
+
+    async def proposal(self) -> pm.ProposalOut:
+        """The rule `approve(allow=…)` would learn, and the past calls it would have allowed."""
+        return await self.run.proposal(self.task.key)
 
     async def deny(self, reason: str = "") -> m.TaskOut:
         return await self.run.deny(self.task.key, reason)

@@ -9,7 +9,7 @@ same typed refusals as `adapters.http.client`::
         def deploy(env: str) -> None: ...
 
     for decision in client.workspace("acme").decisions():
-        decision.approve()
+        decision.approve()  # or approve(tool_input={…}) as edited, approve(allow="run") always
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from typing import Any, ParamSpec, TypeVar
 
 from adapters.http import client as c
 from adapters.http import models as m
+from adapters.http import policy_models as pm
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -88,6 +89,19 @@ class SyncWorkspace:
     def register_executor(self, name: str) -> m.ExecutorOut:
         return self._loop.run(self.workspace.register_executor(name))
 
+    def learned_rules(self) -> list[pm.LearnedRuleOut]:
+        return self._loop.run(self.workspace.learned_rules())
+
+    def remove_learned_rule(self, rule_id: str) -> None:
+        self._loop.run(self.workspace.remove_learned_rule(rule_id))
+
+    def log_page(self, run_id: str | None = None, *, after: int = 0) -> pm.LogOut:
+        return self._loop.run(self.workspace.log_page(run_id, after=after))
+
+    def log(self, run_id: str | None = None, *, after: int = 0) -> list[pm.LogEntryOut]:
+        """The decision log after entry `after`, oldest first, every page."""
+        return self._loop.run(self.workspace.log(run_id, after=after))
+
 
 class SyncRuns:
     def __init__(self, loop: _Loop, runs: c.Runs) -> None:
@@ -148,8 +162,19 @@ class SyncRun:
         found = self._loop.run(self.run.decisions.list())
         return [SyncDecision(self._loop, d) for d in found]
 
-    def approve(self, key: str) -> m.TaskOut:
-        return self._loop.run(self.run.approve(key))
+    def approve(
+        self,
+        key: str,
+        *,
+        tool_input: Any = c.UNEDITED,
+        allow: c.Scope | None = None,
+        rule: dict[str, Any] | None = None,
+    ) -> m.TaskOut:
+        """As `Run.approve`: edited with `tool_input`, learning a rule with `allow`."""
+        return self._loop.run(self.run.approve(key, tool_input=tool_input, allow=allow, rule=rule))
+
+    def proposal(self, key: str) -> pm.ProposalOut:
+        return self._loop.run(self.run.proposal(key))
 
     def deny(self, key: str, reason: str = "") -> m.TaskOut:
         return self._loop.run(self.run.deny(key, reason))
@@ -174,8 +199,11 @@ class SyncRun:
             @functools.wraps(func)
             def guarded(*args: P.args, **kwargs: P.kwargs) -> R:
                 tool_input = c.call_input(func, args, kwargs)
-                self.call(name, tool_input, effect_profile=effect_profile)
-                return func(*args, **kwargs)
+                task = self.call(name, tool_input, effect_profile=effect_profile)
+                if task.approved_input is None:
+                    return func(*args, **kwargs)
+                edited_args, edited_kwargs = c.edited_call(func, task.approved_input)
+                return func(*edited_args, **edited_kwargs)
 
             return guarded
 
@@ -192,8 +220,17 @@ class SyncDecision:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.task, name)
 
-    def approve(self) -> m.TaskOut:
-        return self._loop.run(self.decision.approve())
+    def approve(
+        self,
+        *,
+        tool_input: Any = c.UNEDITED,
+        allow: c.Scope | None = None,
+        rule: dict[str, Any] | None = None,
+    ) -> m.TaskOut:
+        return self._loop.run(self.decision.approve(tool_input=tool_input, allow=allow, rule=rule))
+
+    def proposal(self) -> pm.ProposalOut:
+        return self._loop.run(self.decision.proposal())
 
     def deny(self, reason: str = "") -> m.TaskOut:
         return self._loop.run(self.decision.deny(reason))

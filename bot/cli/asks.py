@@ -3,6 +3,10 @@
 It talks HTTP to the running service with a member token, through the Python SDK. Each decision
 gets a short id (six hex digits of a hash of run id and key), stable for as long as the decision
 waits, so `approvalbot asks approve 3fa9c1` is easy to type; a unique prefix works too.
+
+`approve --input JSON` approves the call as edited, `approve --allow run|profile` also learns a
+rule ("Approve & allow like this"), which `asks proposal ID` shows first with the past calls it
+would have allowed.
 """
 
 from __future__ import annotations
@@ -22,7 +26,8 @@ from rich.console import Console
 from rich.table import Table
 
 from adapters.http import models as m
-from adapters.http.client import ApprovalbotError, Client, Decision
+from adapters.http.client import UNEDITED, ApprovalbotError, Client, Decision, Scope
+from adapters.http.policy_models import LearnedRuleOut
 from bot.cli.common import fail
 from bot.cli.login import DEFAULT_URL, SURFACE, pick_workspace, profile_path, resolve
 
@@ -76,6 +81,15 @@ def summary(ask: m.AskOut, width: int = 72) -> str:
     return one_line(f"{ask.tool} {telling or ''}".strip(), width)
 
 
+def _kind(ask: m.AskOut) -> str:
+    """The kind column; a call under a quorum says how many approvals it has (`1/2`)."""
+    if ask.kind == "ask":
+        return "question"
+    if ask.approvals:
+        return f"approval {len(ask.approvals.get('given') or [])}/{ask.approvals.get('required')}"
+    return "approval"
+
+
 def _extra(ask: m.AskOut) -> str:
     if ask.kind == "ask":
         return ", ".join(ask.options or []) + (" (several)" if ask.multi else "")
@@ -96,6 +110,8 @@ def _table(asks: list[m.AskOut], width: int) -> Table:
     """One line per decision, each cell cut to its column with an ellipsis, so nothing wraps
     and no id is ever broken across lines, at any terminal width."""
     columns = dict(_FIXED)
+    if any(ask.approvals for ask in asks):
+        columns["kind"] = 12  # room for "approval 1/2"
     if width < 100:
         for name in _DROPPED_WHEN_NARROW:
             del columns[name]
@@ -121,7 +137,7 @@ def _table(asks: list[m.AskOut], width: int) -> Table:
     for ask in asks:
         cells = {
             "id": short_id(ask.run_id, ask.key),
-            "kind": "question" if ask.kind == "ask" else "approval",
+            "kind": _kind(ask),
             "what": summary(ask, what),
             "options / effects": _extra(ask),
             "why": ask.why,
@@ -203,7 +219,8 @@ def with_connection(func: Callable[..., Any]) -> Callable[..., Any]:
 @click.pass_context
 def asks(ctx: click.Context, url: str | None, token: str | None, workspace: str | None,
          as_json: bool) -> None:  # fmt: skip
-    """List what rests on people; decide with `approve`, `deny` or `answer`."""
+    """List what rests on people; decide with `approve`, `deny` or `answer` (`proposal` shows
+    the rule `approve --allow` would learn)."""
     if ctx.invoked_subcommand is not None:
         return
     conn = Connection(url, token, workspace)
@@ -259,6 +276,11 @@ def _wrong_verb(decision: Decision, verb: str) -> str | None:
             f"{sid} is a question, not a call\nuse: {_answer_form(decision, sid)}"
             f"\n  or: approvalbot asks answer {sid} --decline"
         )
+    if decision.is_question and verb == "proposal":
+        return (
+            f"{sid} is a question: there is no rule to learn from it\n"
+            f"use: {_answer_form(decision, sid)}"
+        )
     if not decision.is_question and verb == "answer":
         return (
             f"{sid} is a call to approve or deny, not a question\n"
@@ -271,11 +293,13 @@ class WrongVerb(Exception):
     pass
 
 
-def _decide(ctx: click.Context, wanted: str, name: str,
-            verb: Callable[[Decision], Awaitable[m.TaskOut]]) -> None:  # fmt: skip
+def _found(ctx: click.Context, wanted: str, name: str,
+           verb: Callable[[Decision], Awaitable[T]]) -> tuple[Decision, T]:  # fmt: skip
+    """Find the decision `wanted` and act on it with `verb`: a refusal is its stable code and
+    detail (exit 1), the wrong verb for its kind says the command that fits (exit 2)."""
     conn = _connection(ctx)
 
-    async def act(client: Client) -> tuple[Decision, m.TaskOut]:
+    async def act(client: Client) -> tuple[Decision, T]:
         decision = await conn.find(client, wanted)
         hint = _wrong_verb(decision, name)
         if hint is not None:
@@ -283,9 +307,14 @@ def _decide(ctx: click.Context, wanted: str, name: str,
         return decision, await verb(decision)
 
     try:
-        decision, task = conn.run(act)
+        return conn.run(act)
     except WrongVerb as hint:
         fail(str(hint))
+
+
+def _decide(ctx: click.Context, wanted: str, name: str,
+            verb: Callable[[Decision], Awaitable[m.TaskOut]]) -> None:  # fmt: skip
+    decision, task = _found(ctx, wanted, name, verb)
     ending = {"granted": "approved", "resolved": "answered", "failed": "refused"}.get(
         task.state, task.state
     )
@@ -296,13 +325,123 @@ def _decide(ctx: click.Context, wanted: str, name: str,
     click.echo(f"{ending} {short_id(task.run_id, task.key)} ({summary(decision.task)})")
 
 
+def _json_option(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
+    """A JSON flag parsed before anything is sent: text that does not parse is a usage error."""
+    if value is None:
+        return UNEDITED if param.name == "edited" else None
+    try:
+        parsed = json.loads(value)
+    except (ValueError, RecursionError) as error:
+        where = f" (column {error.colno})" if isinstance(error, json.JSONDecodeError) else ""
+        reason = error.msg if isinstance(error, json.JSONDecodeError) else "nested too deeply"
+        raise click.BadParameter(
+            f"not JSON: {reason}{where}; quote it for the shell, e.g. "
+            '\'{"command": "git push origin feature"}\''
+        ) from None
+    if param.name == "rule" and not isinstance(parsed, dict):
+        raise click.BadParameter('a rule is a JSON object, e.g. \'{"tool": "bash"}\'')
+    return parsed
+
+
+def _approvals_left(task: m.TaskOut) -> str:
+    """`1 of 2 approvals: waiting for one more` — a counted approval that does not end it."""
+    approvals = task.approvals or {}
+    given, required = len(approvals.get("given") or []), int(approvals.get("required") or 0)
+    left = max(required - given, 1)
+    more = "one more" if left == 1 else f"{left} more"
+    return f"{given} of {required} approvals: waiting for {more}"
+
+
+def _learned_line(rule: LearnedRuleOut) -> str:
+    scope = f"the profile {rule.profile}" if rule.scope == "profile" else "this run"
+    return f"learned {rule.id} for {scope}: {json.dumps(rule.rule, ensure_ascii=False)}"
+
+
 @asks.command()
 @click.argument("decision_id")
+@click.option(
+    "--input",
+    "edited",
+    metavar="JSON",
+    callback=_json_option,
+    help="Approve this input instead of the proposed one (JSON, e.g. "
+    '\'{"command": "git push origin feature"}\'); the run\'s rules evaluate it again, and a '
+    "deny still binds.",
+)
+@click.option(
+    "--allow",
+    type=click.Choice(["run", "profile"]),
+    default=None,
+    help="Approve & allow like this: also learn an allow rule for this run, or for "
+    "the profile the run came from (see it first: `approvalbot asks proposal ID`).",
+)
+@click.option(
+    "--rule",
+    metavar="JSON",
+    callback=_json_option,
+    help="With --allow: the rule to learn instead of the proposal (a JSON object).",
+)
 @with_connection
 @click.pass_context
-def approve(ctx: click.Context, /, decision_id: str, **_connection_options: str | None) -> None:
-    """Approve a waiting call."""
-    _decide(ctx, decision_id, "approve", lambda d: d.approve())
+def approve(ctx: click.Context, /, decision_id: str, edited: Any, allow: str | None,
+            rule: dict[str, Any] | None, **_connection_options: str | None) -> None:  # fmt: skip
+    """Approve a waiting call: as proposed, or as edited (--input), learning a rule (--allow)."""
+    if rule is not None and allow is None:
+        raise click.UsageError("--rule needs --allow run or --allow profile")
+
+    scope: Scope | None = "run" if allow == "run" else "profile" if allow == "profile" else None
+
+    async def verb(decision: Decision) -> tuple[m.TaskOut, LearnedRuleOut | None]:
+        task = await decision.approve(tool_input=edited, allow=scope, rule=rule)
+        learned = None
+        if scope is not None and not task.parked:  # the rule it learned, to say so
+            rules = await decision.run.workspace.learned_rules()
+            came = [r for r in rules if (r.from_.run_id, r.from_.key) == (task.run_id, task.key)]
+            learned = came[-1] if came else None
+        return task, learned
+
+    decision, (task, learned) = _found(ctx, decision_id, "approve", verb)
+    sid = short_id(task.run_id, task.key)
+    if task.state == "needs_approval":  # counted toward a quorum that wants more
+        click.echo(f"{_approvals_left(task)} ({sid}: {summary(decision.task)})")
+        return
+    if task.state != "granted":  # ended otherwise meanwhile
+        click.echo(f"{task.state} {sid} ({summary(decision.task)})")
+        return
+    if task.approved_input is not None:
+        as_edited = decision.task.model_copy(update={"tool_input": task.approved_input})
+        click.echo(f"approved {sid} as edited ({summary(as_edited)})")
+    else:
+        click.echo(f"approved {sid} ({summary(decision.task)})")
+    if learned is not None:
+        click.echo(_learned_line(learned))
+
+
+@asks.command()
+@click.argument("decision_id")
+@click.option("--json", "as_json", is_flag=True, help="Print the proposal as JSON.")
+@with_connection
+@click.pass_context
+def proposal(ctx: click.Context, /, decision_id: str, as_json: bool,
+             **_connection_options: str | None) -> None:  # fmt: skip
+    """The rule `approve --allow` would learn from a waiting call, and the past calls (last 30
+    days) it would have allowed."""
+    decision, found = _found(ctx, decision_id, "proposal", lambda d: d.proposal())
+    if as_json:
+        click.echo(json.dumps(found.model_dump(mode="json"), ensure_ascii=False))
+        return
+    sid = short_id(decision.task.run_id, decision.task.key)
+    click.echo(f"rule: {json.dumps(found.rule, ensure_ascii=False)}")
+    if not found.would_allow:
+        click.echo("it would have allowed none of the past calls (last 30 days)")
+    else:
+        click.echo(f"it would have allowed {len(found.would_allow)} past call(s) (last 30 days):")
+        for past in found.would_allow:
+            at = past.at.astimezone(UTC).strftime("%Y-%m-%d %H:%M")
+            click.echo(f"  {at}  {past.state:<14} {one_line(past.summary, 60)}  "
+                       f"{past.run_id}/{past.key}")  # fmt: skip
+    click.echo(f"learn it: approvalbot asks approve {sid} --allow run  (or --allow profile; "
+               "--rule JSON to change it)")  # fmt: skip
 
 
 @asks.command()
