@@ -357,3 +357,41 @@ async def test_other_inputs_are_edited_as_json_and_masked_ones_after_reveal(
         assert 'name="edited"' in revealed
     task = await world.core.service.get_task(world.alice, world.ws, run_id, "k1")
     assert task.approved_input == {"env": "staging", "replicas": 3}
+
+
+# several approvers -----------------------------------------------------------------------------
+async def test_two_approvals_show_their_count_and_who_approved(world: World) -> None:
+    carol = await world.core.admin.add_member(world.ws, "carol")
+    await world.core.admin.add_group(world.ws, "leads", ["alice", "carol"])
+    two = [{"tool": "deploy", "approvals": 2, "groups": ["leads"]}]
+    run_id = await declare(world, approval_requirements=two, forbid_self_approval=True,
+                           on_behalf_of="carol")  # fmt: skip
+    await append(world, run_id, "deploy", {"env": "prod"}, key="k1")
+    path = f"/decisions/{run_id}/k1"
+    async with site(world) as s, browserless() as alice, browserless() as bob:
+        await sign_in(alice, s.url, world.tokens["alice"])
+        _, page = await get_text(alice, s.url + path)
+        assert "0 of 2 approvals" in text_of(page)
+        status, _ = await post_form(alice, s.url + path + "/approve", {}, page_url=s.url + path)
+        assert status == 303
+        assert "your approval is recorded; more are needed" in await flash(alice, s.url + path)
+        # The card stays open, counts alice, and her Approve button says she approved.
+        for url in (s.url + path, f"{s.url}/inbox"):
+            _, shown = await get_text(alice, url)
+            assert "1 of 2 approvals · alice ✓" in text_of(shown), url
+            assert "You approved ✓" in shown and f'action="{path}/approve"' not in shown
+        # Approving again (a stale page) is the 409, shown as the refusal.
+        await post_form(alice, s.url + path + "/approve", {}, page_url=s.url + "/history")
+        assert (await flash(alice, s.url + path)).startswith("already_reviewed: ")
+        # Bob is in no group that reviews deploys; carol is the person the run acts for.
+        await sign_in(bob, s.url, world.tokens["bob"])
+        await post_form(bob, s.url + path + "/approve", {}, page_url=s.url + path)
+        assert (await flash(bob, s.url + path)).startswith("not_an_eligible_approver: ")
+    async with site(world) as s, browserless() as client:
+        await sign_in(client, s.url, carol.token)
+        await post_form(client, s.url + path + "/approve", {}, page_url=s.url + path)
+        assert (await flash(client, s.url + path)).startswith("self_approval_forbidden: ")
+    task = await world.core.service.get_task(world.alice, world.ws, run_id, "k1")
+    assert task.state == "needs_approval" and [g["by"] for g in task.approvals_given or []] == [
+        "alice"
+    ]

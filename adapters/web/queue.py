@@ -30,7 +30,7 @@ from adapters.web.context import (
     state,
 )
 from adapters.web.views import Card, make_card, runs_by_id
-from bot.domain import Principal, Run
+from bot.domain import Principal, Run, Task
 from bot.durations import format_duration
 from bot.service import ApprovalService
 
@@ -100,7 +100,13 @@ async def inbox_version(service: ApprovalService, member: Principal) -> tuple[st
     counts = await service.ask_counts(member, member.workspace_id)
     newest = await service.asks(member, member.workspace_id, limit=NEWEST_KEYS)
     keys = [f"{t.run_id}/{t.key}" for t in newest]
-    return version_of(counts, keys), sum(n for _, n, _ in counts), keys
+    return version_of(counts, _marks(newest)), sum(n for _, n, _ in counts), keys
+
+
+def _marks(tasks: list[Task]) -> list[str]:
+    """What the version digests of each newest decision: its id, and how many approvals it
+    has under a quorum (a counted approval changes no count, but its card must show it)."""
+    return [f"{t.run_id}/{t.key}#{len(t.approvals_given or ())}" for t in tasks]
 
 
 def _bad(request: web.Request, message: str) -> web.HTTPUnprocessableEntity:
@@ -146,7 +152,7 @@ async def build_inbox(request: web.Request, member: Principal) -> Inbox:
     ws = member.workspace_id
     counts = await service.ask_counts(member, ws)
     newest = await service.asks(member, ws, limit=NEWEST_KEYS)
-    version = version_of(counts, [f"{t.run_id}/{t.key}" for t in newest])
+    version = version_of(counts, _marks(newest))
     total = sum(n for _, n, _ in counts)
     run_id = query_value(request, "run") or None
     if run_id is not None:
