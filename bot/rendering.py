@@ -100,6 +100,7 @@ class Card:
     outcome: Outcome | None
     link: str | None
     options: tuple[str, ...] = field(default=())
+    progress: str = ""  # under a quorum: "1 of 2 approvals · alice ✓"
 
 
 # --------------------------------------------------------------------------------------------
@@ -288,6 +289,17 @@ def _why(task: Task, run: Run) -> str:
     return mask_text(why)
 
 
+def approvals_line(task: Task) -> str:
+    """A quorum's count as people read it, "1 of 2 approvals · alice ✓"; "" when no
+    requirement applies to the call."""
+    given = task.approvals_given
+    if given is None:
+        return ""
+    names = [mask_text(str(g.get("by", ""))) for g in given if isinstance(g, dict)]
+    line = f"{len(names)} of {task.required_approvals} approvals"
+    return line + (" · " + " ".join(f"{n} ✓" for n in names) if names else "")
+
+
 def _question_buttons(
     task: Task, options: tuple[str, ...], chosen: frozenset[int]
 ) -> tuple[tuple[Button, ...], ...]:
@@ -381,6 +393,7 @@ def render_decision(
         buttons=buttons,
         outcome=outcome,
         link=full_view_url,
+        progress=approvals_line(task),
     )
 
 

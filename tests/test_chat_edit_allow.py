@@ -5,6 +5,7 @@ rules and edited approvals (bot/lifecycle/learn.py)."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -157,3 +158,60 @@ async def test_an_edit_the_rules_deny_is_refused_and_the_call_stays_parked(
     task = await chat.service.get_task(chat.agent, WS, run.id, "k1")
     assert task.parked and task.approved_input is None
     assert chat.shown(decision).has_buttons  # still decidable
+
+
+# several approvers ---------------------------------------------------------------------------
+async def _quorum_run(chat: ChatDriver) -> str:
+    spec = RunSpec(approval_requirements=[{"tool": "bash", "approvals": 2}], title="two keys")
+    return (await chat.service.declare_run(chat.agent, WS, spec)).id
+
+
+async def _shows(chat: ChatDriver, message: Handle, text: str) -> Shown:
+    shown: Shown = await chat.eventually(
+        lambda: chat.shown(message) if text in chat.shown(message).text else None
+    )
+    return shown
+
+
+async def test_a_quorum_counts_approvals_and_stays_open_until_it_is_met(chat: ChatDriver) -> None:
+    run_id = await _quorum_run(chat)
+    await chat.park("k1", run_id=run_id)
+    await chat.flush()
+    decision = chat.decision_in("usual", "make deploy k1")
+    assert "0 of 2 approvals" in chat.shown(decision).text
+    counted = await chat.press(decision, "approve")
+    assert counted == "👍 Your approval counts: 1 of 2 approvals · alice ✓"
+    await chat.flush()  # every message shows the count, buttons kept
+    assert (await _shows(chat, decision, "1 of 2 approvals · alice ✓")).has_buttons
+    again = await chat.press(decision, "approve")
+    assert again is not None and "alice already reviewed this decision" in again, again
+    assert await chat.press(decision, "approve", user="carol") == "✅ Approved"
+    task = await chat.service.get_task(chat.agent, WS, run_id, "k1")
+    assert (task.state, task.resolved_by) == ("granted", "carol")
+    await chat.flush()
+    shown = await _ended(chat, decision)
+    assert "Approved by carol" in shown.text and "2 of 2 approvals · alice ✓ carol ✓" in shown.text
+
+
+async def test_a_deny_ends_a_quorum_at_once(chat: ChatDriver) -> None:
+    run_id = await _quorum_run(chat)
+    await chat.park("k1", run_id=run_id)
+    await chat.flush()
+    decision = chat.decision_in("usual", "make deploy k1")
+    await chat.press(decision, "approve")
+    assert await chat.press(decision, "deny", user="carol") == "❌ Denied"
+    await chat.flush()
+    assert "Denied by carol" in (await _ended(chat, decision)).text
+
+
+async def test_a_quorums_reminder_mentions_only_who_may_still_approve(chat: ChatDriver) -> None:
+    run_id = await _quorum_run(chat)
+    await chat.park("k1", run_id=run_id)
+    await chat.flush()
+    await chat.press(chat.decision_in("usual", "make deploy k1"), "approve")  # alice counted
+    await chat.flush()
+    await chat.clock.advance(timedelta(hours=23))  # 1 h before the deadline
+    await chat.core.scheduler.run_once()
+    await chat.flush()
+    (nudge,) = chat.nudges()
+    assert nudge.mentions == {"carol"}

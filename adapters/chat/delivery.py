@@ -92,6 +92,8 @@ class ChatNotifier:
             await self.show_ending(task)
         elif item.kind == "nudge":
             await self.nudge(task, int(item.payload.get("seq", 0)), run, routed)
+        elif item.kind == "reviewed":
+            await self.show_progress(task)
 
     # the delivery record -------------------------------------------------------------------------
     async def record(self, task_id: str) -> Versioned:
@@ -225,6 +227,27 @@ class ChatNotifier:
                 log.info("%s: could not update a run's thread (%s)", self.name,
                          type(error).__name__)  # fmt: skip
 
+    async def show_progress(self, task: Task) -> None:
+        """An approval counted toward a quorum without ending the decision: every message
+        about it shows the new count ("1 of 2 approvals · alice ✓")."""
+        delivery = Delivery.of((await self.record(task.id)).data)
+        if delivery.skipped:
+            return
+        if not delivery.shown or delivery.place is None:
+            raise NotYet("the decision is not posted yet")
+        if delivery.digest is not None and self.coalescer is not None:
+            self.coalescer.touch(delivery.place)
+        fresh = await self.link.task(task.id) or task
+        run = await self.link.run(fresh.run_id)
+        if run is None or not fresh.parked:
+            return  # ended since: its own item shows the ending
+        for ref in delivery.refs():
+            await self.cards.show(self.platform, ref, fresh, run, max_wait=30.0)
+        ended = await self.link.task(task.id) or fresh
+        if not ended.parked:  # it ended while we edited: never leave a waiting view behind
+            for ref in delivery.refs():
+                await self.cards.show(self.platform, ref, ended, run, max_wait=30.0)
+
     # nudges ------------------------------------------------------------------------------------
     async def nudge(
         self, task: Task, seq: int, run: Run | None = None, routed: Routed | None = None
@@ -248,6 +271,11 @@ class ChatNotifier:
                 delivery = Delivery.of((await self.record(task.id)).data)
         left = format_duration(fresh.deadline - self.link.now())
         members = await self.link.members(fresh.workspace_id)
+        still = await self.link.service.may_still_approve(
+            fresh.workspace_id, fresh.run_id, fresh.key
+        )
+        if still is not None:  # under a quorum: only those whose approval would still count
+            members = [m for m in members if m.name in still]
         mentions = tuple(m for m in map(self.platform.mention, members) if m)
         what = "question" if fresh.kind == "ask" else fresh.tool
         notice = Notice(f"expires in {left}", bold=what, mentions=mentions, icon="⏰")

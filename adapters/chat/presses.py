@@ -23,7 +23,7 @@ from bot.errors import ApprovalError
 from bot.learning import AllowSpec
 from bot.masking import mask_text, shorten
 from bot.ports import ChatCallback, ChatState
-from bot.rendering import render_ending
+from bot.rendering import approvals_line, render_ending
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +32,13 @@ EXPIRED_BUTTON = "This button is no longer valid."
 NOTICE_LENGTH = 190
 MemberOf = Callable[[str, str], Awaitable[Principal | None]]  # (user id, workspace) -> member
 Expand = Callable[[Press, Task], Awaitable[bool]]
+
+
+def counted(task: Task, approved: str) -> str:
+    """The notice for an approve: `approved`, or under a quorum not met yet, the count."""
+    if task.parked:
+        return shorten(f"👍 Your approval counts: {approvals_line(task)}", NOTICE_LENGTH)
+    return approved
 
 
 def question_options(task: Task) -> list[str]:
@@ -133,8 +140,7 @@ class Presses:
         where = (member, task.workspace_id, task.run_id, task.key)
         action = callback.action
         if action == "approve":
-            await service.approve(*where, via=via)
-            return "✅ Approved"
+            return counted(await service.approve(*where, via=via), "✅ Approved")
         if action == "deny":
             await service.deny(*where, via=via)
             return "❌ Denied"
@@ -184,12 +190,12 @@ class Presses:
     async def _allow(
         self, member: Principal, task: Task, scope: str, rule: dict[str, Any] | None
     ) -> str:
-        await self.link.service.approve(
+        done = await self.link.service.approve(
             member, task.workspace_id, task.run_id, task.key, via=self.via,
             allow=AllowSpec(scope, rule),
         )  # fmt: skip
         where = "this run" if scope == "run" else "its profile"
-        return f"✅ Approved · calls like it are allowed from now on ({where})"
+        return counted(done, f"✅ Approved · calls like it are allowed from now on ({where})")
 
     async def on_allow(
         self, user: str, task: Task, scope: str, match: str | None

@@ -251,6 +251,8 @@ def _summary(card: Card) -> str:
             size += utf16_len(span) + 1
         more = len(card.badges) - len(shown)
         lines.append("🏷 " + " ".join(shown) + (f" (+{more} more)" if more else ""))
+    if card.progress:
+        lines.append("👥 " + _fit(card.progress, 600))
     return "\n".join(lines)
 
 

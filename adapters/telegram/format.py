@@ -78,6 +78,8 @@ def card_html(card: Card) -> str:
         tail.append(f"📋 {esc(card.summary)}")
     if card.badges:
         tail.append("🏷 " + " ".join(f"<code>{esc(b)}</code>" for b in card.badges))
+    if card.progress:
+        tail.append(f"👥 {esc(shorten(card.progress, 400))}")
     fields = list(card.fields[:12])
     tail.extend(f"<b>{esc(f.label)}:</b> {esc(shorten(f.value, 400))}" for f in fields)
     if card.deadline:
