@@ -5,6 +5,7 @@
 - runs.py: declaring, stopping, abandoning and retrying runs
 - calls.py: appending a call (the engine's verdict, parking)
 - review.py: a person's approve or deny of a parked call
+- quorum.py: several approvers (requirements declared, reviews counted, who may still approve)
 - learn.py: edit before approve, approve always (learned rules), the decision log
 - questions.py: answering or declining a question
 - executors.py: an application's executors
