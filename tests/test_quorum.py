@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -293,6 +294,35 @@ async def test_an_edit_restarts_the_count_on_the_edited_input(api: Served) -> No
     ]  # fmt: skip
     assert entries[2]["detail"]["count_restarted"] is True
     assert entries[3]["detail"] == {"tool_input": PROD, "approved_input": edit}
+
+
+async def test_who_may_still_approve_and_a_retry_counts_anew(api: Served) -> None:
+    """The chat surfaces' "who may still approve" leaves out who approved and the person the
+    run acts for; a decision asked again after it expired needs the whole count again."""
+    await team(api, "cleo")
+    run_id = await declare(
+        api,
+        approval_requirements=[{"tool": "deploy", "approvals": 2}],
+        on_behalf_of="alice",
+        forbid_self_approval=True,
+    )
+    task = {"key": "d1", "tool_name": "deploy", "tool_input": PROD, "failure_policy": "hold"}
+    status, body = await api.call("POST", f"/runs/{run_id}/tasks", "agent", task)
+    assert status == 201, body
+    service = api.core.service
+    assert await service.may_still_approve(api.ws, run_id, "d1") == ["bob", "cleo"]
+    assert (await review(api, "bob", run_id, "d1"))[1]["state"] == "needs_approval"
+    assert await service.may_still_approve(api.ws, run_id, "d1") == ["cleo"]
+    await api.clock.advance(timedelta(hours=25))
+    await api.core.scheduler.run_once()
+    status, run = await api.call("GET", f"/runs/{run_id}", "agent")
+    assert (run["state"], run["held_task_key"]) == ("held", "d1")
+    status, run = await api.call("POST", f"/runs/{run_id}/retry", "bob")
+    assert (status, run["state"]) == (200, "running"), run
+    status, asks = await api.call("GET", f"/asks?run_id={run_id}", "bob")
+    [again] = asks["asks"]
+    assert again["approvals"] == {"required": 2, "given": []}
+    assert await service.may_still_approve(api.ws, run_id, again["key"]) == ["bob", "cleo"]
 
 
 def in_process(*args: str, env: dict[str, str]) -> Awaitable[Result]:
