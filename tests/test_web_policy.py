@@ -4,16 +4,24 @@ posts (the page works without JavaScript), on SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import html as html_lib
+import os
 import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
+from axe_playwright_python.async_playwright import Axe  # type: ignore[import-untyped]
+from playwright.async_api import Browser, Page, async_playwright
 
+from bot import logins
 from bot.config import ProfileConfig, Settings
 from bot.service import AllowSpec, CallSpec, RunSpec
 from store.sql import SqlStore
-from tests.conftest import World, make_world
-from tests.web_helpers import append, browserless, declare, get_text, post_form, sign_in, site
+from tests.conftest import World, make_store, make_world
+from tests.web_helpers import Site, append, browserless, declare, get_text, post_form, sign_in, site
 
 DENY_FORCE = {
     "tool": "bash",
@@ -395,3 +403,131 @@ async def test_two_approvals_show_their_count_and_who_approved(world: World) -> 
     assert task.state == "needs_approval" and [g["by"] for g in task.approvals_given or []] == [
         "alice"
     ]
+
+
+# in Chromium -----------------------------------------------------------------------------------
+CHROMIUM = os.environ.get("APPROVALBOT_CHROMIUM", "/usr/bin/chromium")
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run"]  # fmt: skip
+LIVE = 5_000  # ms: room for a loaded machine
+browser_only = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} missing")
+
+
+@asynccontextmanager
+async def chromium() -> AsyncIterator[Browser]:
+    async with async_playwright() as p:
+        launched = await p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            yield launched
+        finally:
+            await launched.close()
+
+
+async def signed_in(browser: Browser, s: Site, **options: Any) -> Page:
+    context = await browser.new_context(**options)
+    page = await context.new_page()
+    token = await logins.issue(s.core.store, s.core.clock, s.world.alice)
+    await page.goto(f"{s.url}/login/{token}")
+    await page.wait_for_selector('body[data-live="1"]', timeout=LIVE)
+    return page
+
+
+def _serious(results: Any) -> list[str]:
+    return [
+        f"{v['id']} ({v['impact']}): {[n['target'] for n in v['nodes']][:3]}"
+        for v in results.response["violations"]
+        if v["impact"] in ("serious", "critical")
+    ]
+
+
+@browser_only
+async def test_in_chromium_the_keyboard_opens_allow_a_glob_previews_and_policy_removes(
+    tmp_path: Path,
+) -> None:
+    store, _ = await make_store("sqlite", tmp_path)
+    w = await make_world(store)
+    run_id = await declare(w)
+    assert await call(w, run_id, "old", "git pull --rebase") == "needs_approval"
+    await w.core.service.approve(w.alice, w.ws, run_id, "old")
+    assert await call(w, run_id, "now", "git push origin main") == "needs_approval"
+    try:
+        async with site(w) as s, chromium() as browser:
+            page = await signed_in(browser, s)
+            await page.keyboard.press("j")
+            await page.keyboard.press("Shift+A")  # approve & allow like this
+            await page.wait_for_url(f"**/decisions/{run_id}/now/allow")
+            replay = page.locator("ul.would-allow")
+            assert "no past call matches" in await replay.inner_text()
+            await page.fill("#allow-match", "git *")
+            await page.click("button[value=preview]")
+            await page.wait_for_selector("ul.would-allow a")
+            assert "git pull --rebase" in await replay.inner_text()
+            assert await page.input_value("#allow-match") == "git *"
+            assert await page.is_disabled("input[name=scope][value=profile]")
+            await page.click("button[value=approve]")
+            await page.wait_for_url(f"**/decisions/{run_id}/now")
+            assert "calls like it are allowed in this run now" in await page.inner_text(".flash")
+            assert await call(w, run_id, "next", "git status") == "granted"
+
+            await page.click("nav >> text=Policy")
+            await page.wait_for_url("**/policy")
+            row = page.locator("table.learned-table tbody tr")
+            assert await row.count() == 1
+            assert "command matches git *" in await row.inner_text()
+            await row.locator("button", has_text="Remove").click()
+            await page.wait_for_selector(".flash.ok")
+            assert await page.locator("table.learned-table").count() == 0
+            assert await call(w, run_id, "again", "git status") == "needs_approval"
+            await page.context.close()
+    finally:
+        await store.close()
+
+
+@browser_only
+async def test_axe_finds_nothing_serious_on_the_allow_policy_and_edit_pages(
+    tmp_path: Path,
+) -> None:
+    store, _ = await make_store("sqlite", tmp_path)
+    w = await make_world(store)
+    await w.core.admin.add_group(w.ws, "leads", ["alice", "bob"])
+    run_id = await declare(
+        w, approval_requirements=[{"tool": "deploy", "approvals": 2, "groups": ["leads"]}]
+    )
+    await call(w, run_id, "k1", "make release")
+    await w.core.service.approve(w.alice, w.ws, run_id, "k1", allow=AllowSpec("run"))
+    await call(w, run_id, "k2", "rm -rf build")
+    await append(w, run_id, "deploy", {"env": "prod"}, key="k3")
+    await w.core.service.approve(w.bob, w.ws, run_id, "k3")
+    await append(w, run_id, "write", {"file_path": "src/a.py", "content": "x = 1\n"}, key="k4")
+    await w.core.service.approve(
+        w.alice, w.ws, run_id, "k4", tool_input={"file_path": "src/a.py", "content": "x = 2\n"}
+    )
+    axe = Axe()
+    paths = [
+        f"/decisions/{run_id}/k2/allow",
+        f"/decisions/{run_id}/k2",  # the edit box, open
+        f"/decisions/{run_id}/k3",  # 1 of 2 approvals
+        f"/decisions/{run_id}/k4",  # approved as edited
+        "/policy",
+        "/history",
+    ]
+    try:
+        async with site(w) as s, chromium() as browser:
+            for scheme in ("light", "dark"):
+                page = await signed_in(browser, s, color_scheme=scheme)
+                for path in paths:
+                    await page.goto(s.url + path)
+                    if await page.locator("details.edit").count():
+                        await page.click("details.edit > summary")
+                    found = _serious(await axe.run(page))
+                    assert found == [], (scheme, path, found)
+                # A refused rule's page, with its error.
+                await page.goto(s.url + paths[0])
+                await page.fill("#allow-match", "nothing like it")
+                await page.click("button[value=approve]")
+                await page.wait_for_selector("#allow-error")
+                assert (await page.inner_text("#allow-error")).startswith("rule_does_not_match")
+                assert _serious(await axe.run(page)) == []
+                await page.context.close()
+    finally:
+        await store.close()

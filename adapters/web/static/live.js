@@ -248,6 +248,9 @@
       } else if (event.key === "a") {
         el = target();
         handled = !!el && press(el, el.querySelector("form.approve button.approve"));
+      } else if (event.key === "A") {
+        el = target(); // approve & allow like this: its page shows the rule before anything
+        handled = !!el && press(el, el.querySelector("a.button.allow"));
       } else if (event.key === "d") {
         el = target();
         var reason = el && el.querySelector('form.deny input[name="reason"]');
