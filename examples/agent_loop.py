@@ -7,7 +7,9 @@
 
 The rules let reads through, refuse force pushes outright and park everything else for a person
 (decide with `approvalbot asks`, the browser page, a chat, or `examples/simple_loop.py RUN_ID`).
-The "tools" here only print what they would do.
+A person may approve a call edited (`approvalbot asks approve ID --input JSON`): the agent then
+runs the input they approved, never its own. The run is stopped when the loop ends, however it
+ends. The "tools" here only print what they would do.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from adapters.http.client import (
     Client,
     Run,
     RunStopped,
+    input_to_run,
 )
 
 RULES: list[dict[str, Any]] = [
@@ -56,19 +59,23 @@ PLAN: list[tuple[str, dict[str, Any], dict[str, Any] | None]] = [
 async def step(run: Run, tool: str, tool_input: dict[str, Any], profile: Any) -> str:
     """One tool call: wait for the approval stage, then run it (or read why not)."""
     try:
-        await run.call(tool, tool_input, effect_profile=profile)
+        task = await run.call(tool, tool_input, effect_profile=profile)
     except ApprovalDenied as refused:
         return f"refused: {refused.detail}"  # the model reads this and tries something else
     except ApprovalExpired:
         return "nobody approved it in time"
-    return TOOLS[tool](**tool_input)
+    # A person may have edited the call: what runs is what they approved (`approved_input`).
+    result = TOOLS[tool](**input_to_run(task))
+    return result if task.approved_input is None else f"{result} (edited by {task.resolved_by})"
 
 
 async def main(url: str, token: str, workspace: str, say: Callable[[str], None] = print) -> Any:
-    async with Client(url, token) as client:
-        run = await client.workspace(workspace).runs.declare(
+    async with (
+        Client(url, token) as client,
+        client.workspace(workspace).runs.declare(
             approval_mode="ask", approval_rules=RULES, title="example agent loop"
-        )
+        ) as run,  # stopped when the block ends, normally or by an exception
+    ):
         say(f"run {run.id} declared; decide with: python examples/simple_loop.py {run.id}")
         try:
             for tool, tool_input, profile in PLAN:

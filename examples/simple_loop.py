@@ -6,8 +6,9 @@
     export APPROVALBOT_URL=http://127.0.0.1:8787 APPROVALBOT_WORKSPACE=acme
     APPROVALBOT_TOKEN=<member token> python examples/simple_loop.py RUN_ID
 
-It asks on the terminal: y approves, n denies (with a reason), and a question takes its answer
-(for several options, separate them with commas; an empty answer declines). The feed
+It asks on the terminal: y approves, e approves an edited input (type the JSON the agent should
+run instead; the run's rules check it again), n denies (with a reason), and a question takes
+its answer (for several options, separate them with commas; an empty answer declines). The feed
 reconnects by itself from its last event id, so the loop survives a restart of the service.
 """
 
@@ -19,6 +20,7 @@ import os
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -59,11 +61,24 @@ async def decide(run: Run, task: m.TaskOut, ask: Prompt) -> m.TaskOut:
             [part.strip() for part in reply.split(",")] if task.tool_input.get("multi") else reply
         )
         return await run.resolve(task.key, content)
-    reply = (await ask(show(task) + "\n  approve? [y/n]> ")).strip().lower()
+    reply = (await ask(show(task) + "\n  approve? [y/e(dit)/n]> ")).strip().lower()
     if reply.startswith("y"):
         return await run.approve(task.key)
+    if reply.startswith("e"):
+        return await run.approve(task.key, tool_input=await edited(task, ask))
     reason = (await ask("  reason (optional)> ")).strip()
     return await run.deny(task.key, reason)
+
+
+async def edited(task: m.TaskOut, ask: Prompt) -> Any:
+    """The input a person approves instead: JSON, asked again until it parses."""
+    prompt = f"  edited input (JSON; was {json.dumps(task.tool_input, ensure_ascii=False)})> "
+    while True:
+        text = await ask(prompt)
+        try:
+            return json.loads(text)
+        except ValueError as error:
+            prompt = f"  not JSON ({error}); edited input> "
 
 
 async def loop(run: Run, ask: Prompt, say: Callable[[str], None] = print) -> None:
@@ -85,7 +100,8 @@ async def loop(run: Run, ask: Prompt, say: Callable[[str], None] = print) -> Non
             except ApiError as error:  # e.g. already_decided: another surface was faster
                 say(f"{key}: {error.code}: {error.detail}")
             else:
-                say(f"{key}: {ended.state}")
+                edited_note = "" if ended.approved_input is None else " (as edited)"
+                say(f"{key}: {ended.state}{edited_note}")
             done.add(key)
 
 
