@@ -18,8 +18,8 @@ pytestmark = pytest.mark.usefixtures("ptb_timedelta")
 
 
 @pytest.fixture(params=PLATFORMS)
-async def chat(request: pytest.FixtureRequest, sqlite_store: SqlStore) -> AsyncIterator[ChatDriver]:
-    async with open_driver(request.param, sqlite_store) as driver:
+async def chat(request: pytest.FixtureRequest, store: SqlStore) -> AsyncIterator[ChatDriver]:
+    async with open_driver(request.param, store) as driver:
         yield driver
 
 
@@ -106,9 +106,9 @@ async def test_allow_like_this_in_a_runs_profile(chat: ChatDriver) -> None:
 
 
 async def test_slacks_modal_learns_the_glob_as_the_person_changed_it(
-    sqlite_store: SqlStore,
+    store: SqlStore,
 ) -> None:
-    async with open_driver("slack", sqlite_store) as chat:
+    async with open_driver("slack", store) as chat:
         await chat.park("k1", **_push("k1", "main"))
         await chat.flush()
         offered = await chat.offer(chat.decision_in("usual", "git push origin main"))

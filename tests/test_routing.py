@@ -136,10 +136,10 @@ def test_routes_read_from_toml(tmp_path: Any) -> None:
 
 # on both platforms ---------------------------------------------------------------------------
 @pytest.fixture(params=PLATFORMS)
-async def chat(request: pytest.FixtureRequest, sqlite_store: SqlStore) -> AsyncIterator[ChatDriver]:
+async def chat(request: pytest.FixtureRequest, store: SqlStore) -> AsyncIterator[ChatDriver]:
     decisions = {"nudge_before": ["2h", "1h", "10m"]}
     async with open_driver(
-        request.param, sqlite_store, routes=ROUTES, decisions=decisions
+        request.param, store, routes=ROUTES, decisions=decisions
     ) as driver:
         yield driver
 
@@ -245,11 +245,11 @@ async def test_an_unanswered_reminder_escalates_once(chat: ChatDriver) -> None:
 @pytest.mark.usefixtures("ptb_timedelta")
 @pytest.mark.parametrize("platform", PLATFORMS)
 async def test_a_place_the_platform_refuses_is_given_up_and_the_rest_still_works(
-    platform: str, sqlite_store: SqlStore
+    platform: str, store: SqlStore
 ) -> None:
     nowhere = ["telegram:-100111222", "slack:C0NOWHERE"]  # chats the bot is not in
     routes = [{"when": {"risk": "high"}, "to": ["default", *nowhere, "member:alice"]}]
-    async with open_driver(platform, sqlite_store, routes=routes) as chat:
+    async with open_driver(platform, store, routes=routes) as chat:
         await chat.park("k1", effect_profile=HIGH)
         await chat.flush()
         assert await chat.store.outbox_backlog() == 0  # nothing left retrying
