@@ -245,3 +245,23 @@ async def test_a_counted_approval_says_how_many_more_it_waits_for(api: Served) -
     task = await task_of(api, run_id)
     assert (task["state"], task["resolved_by"]) == ("granted", "bob")
     assert [g["by"] for g in task["approvals"]["given"]] == ["alice", "bob"]
+
+
+async def test_quorum_refusals_are_their_codes(api: Served) -> None:
+    await api.core.admin.add_group(api.ws, "leads", ["bob"])
+    run_id = await parked(
+        api,
+        approval_mode="ask",
+        approval_requirements=[{"tool": "bash", "approvals": 1, "groups": ["leads"]}],
+        forbid_self_approval=True,
+        on_behalf_of="bob",
+    )
+    sid = short_id(run_id, "k1")
+    outsider = await invoke("asks", "approve", sid, env=member_env(api, "alice"))
+    assert outsider.exit_code == 1, outsider.output
+    assert outsider.output.startswith("error: not_an_eligible_approver: ")
+    itself = await invoke("asks", "approve", sid, env=member_env(api, "bob"))
+    assert itself.exit_code == 1, itself.output
+    assert itself.output.startswith("error: self_approval_forbidden: ")
+    task = await task_of(api, run_id)
+    assert (task["state"], task["approvals"]["given"]) == ("needs_approval", [])
