@@ -123,16 +123,6 @@ class RunTx(Protocol):
     async def end_tasks(
         self, task_ids: Sequence[str], from_states: Sequence[TaskState], ending: Ending
     ) -> list[Task]: ...
-    async def add_review(
-        self,
-        *,
-        task_id: str,
-        member: Principal,
-        verdict: str,
-        reason: str,
-        via: str,
-        at: datetime,
-    ) -> int: ...
 
 
 class JournalTx(Protocol):

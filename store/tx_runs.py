@@ -1,4 +1,5 @@
-"""Runs, their tasks, the compare-and-set of every ending, and reviews (bot.ports.RunTx).
+"""Runs, their tasks and the compare-and-set of every ending (bot.ports.RunTx); reviews are
+store/tx_quorum.py's.
 
 Every ending is an `UPDATE … WHERE state IN (…) RETURNING`, which lets exactly one of any number
 of concurrent writers through."""
@@ -11,11 +12,11 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from bot.domain import PARKED_STATES, Ending, Principal, Run, RunState, Task, TaskState
+from bot.domain import PARKED_STATES, Ending, Run, RunState, Task, TaskState
 from store import convert as cv
 from store import prepared
 from store.prepared import Prepared
-from store.txbase import REVIEW, RUN, RUN_SEQ, TASK, TxBase
+from store.txbase import RUN, RUN_SEQ, TASK, TxBase
 
 # The statements every append runs (store/prepared.py).
 _RUN_STATE = sa.select(RUN.c.state, RUN.c.held_task_key, RUN.c.rules_version).where(
@@ -167,32 +168,3 @@ class RunTx(TxBase):
             .returning(*TASK.c)
         )
         return sorted((cv.task(r) for r in rows), key=lambda t: (t.run_id, t.created_at))
-
-    async def add_review(
-        self,
-        *,
-        task_id: str,
-        member: Principal,
-        verdict: str,
-        reason: str,
-        via: str,
-        at: datetime,
-    ) -> int:
-        await self._insert(
-            REVIEW,
-            {
-                "task_id": task_id,
-                "member_id": member.id,
-                "member_name": member.name,
-                "verdict": verdict,
-                "reason": reason,
-                "via": via,
-                "created_at": cv.ts(at),
-            },
-        )
-        stmt = (
-            sa.select(sa.func.count())
-            .select_from(REVIEW)
-            .where(REVIEW.c.task_id == task_id, REVIEW.c.verdict == verdict)
-        )
-        return int((await self.conn.execute(stmt)).scalar_one())
