@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from bot.admin import Admin
 from bot.cli import main
 from bot.clock import SystemClock
-from bot.config import ProfileConfig, Settings
+from bot.config import ConfigError, ProfileConfig, Settings, load_settings
 from store.migrate import upgrade
 from store.sql import SqlStore
 from tests.http_harness import Served, fixtures
@@ -271,6 +271,21 @@ async def test_unknown_groups_members_and_keys_are_refused_at_declaration(api: S
         assert needle in body["error"]["detail"], body
     with pytest.raises(ValidationError, match="approval_requirements"):
         ProfileConfig(approval_requirements=[{"tool": "deploy"}])
+
+
+async def test_profiles_declare_the_same_keys_in_the_config_file(tmp_path: Path) -> None:
+    path = tmp_path / "approvalbot.toml"
+    path.write_text(
+        "[profiles.ops]\n"
+        'approval_requirements = [{ tool = "deploy", approvals = 2, groups = ["leads"] }]\n'
+        "forbid_self_approval = true\n"
+    )
+    ops = load_settings(path).profiles["ops"]
+    assert ops.approval_requirements == [{"tool": "deploy", "approvals": 2, "groups": ["leads"]}]
+    assert ops.forbid_self_approval is True
+    path.write_text('[profiles.ops]\napproval_requirements = [{ tool = "deploy" }]\n')
+    with pytest.raises(ConfigError, match=r"profiles\.ops\.approval_requirements: .*approvals"):
+        load_settings(path)
 
 
 async def test_an_edit_restarts_the_count_on_the_edited_input(api: Served) -> None:
