@@ -77,7 +77,10 @@ async def test_approve_an_edited_input_keeps_both_inputs(api: Served) -> None:
     )
     assert done.exit_code == 0, done.output
     sid = short_id(run_id, "k1")
-    assert done.output == f"approved {sid} as edited (bash git push origin feature)\n"
+    assert done.output.splitlines() == [
+        f"approved {sid} as edited (bash git push origin feature)",
+        "  proposed: bash git push origin main",
+    ]
     task = await task_of(api, run_id)
     assert (task["state"], task["via"], task["resolved_by"]) == ("granted", "cli", "alice")
     assert (task["tool_input"], task["approved_input"]) == (PUSH, edit)

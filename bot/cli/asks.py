@@ -327,7 +327,7 @@ def _decide(ctx: click.Context, wanted: str, name: str,
 
 def _json_option(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
     """A JSON flag parsed before anything is sent: text that does not parse is a usage error."""
-    if value is None:
+    if value is None:  # not given: `--input` approves as proposed, `--rule` is the proposal's
         return UNEDITED if param.name == "edited" else None
     try:
         parsed = json.loads(value)
@@ -383,18 +383,16 @@ def _learned_line(rule: LearnedRuleOut) -> str:
 )
 @with_connection
 @click.pass_context
-def approve(ctx: click.Context, /, decision_id: str, edited: Any, allow: str | None,
+def approve(ctx: click.Context, /, decision_id: str, edited: Any, allow: Scope | None,
             rule: dict[str, Any] | None, **_connection_options: str | None) -> None:  # fmt: skip
     """Approve a waiting call: as proposed, or as edited (--input), learning a rule (--allow)."""
     if rule is not None and allow is None:
         raise click.UsageError("--rule needs --allow run or --allow profile")
 
-    scope: Scope | None = "run" if allow == "run" else "profile" if allow == "profile" else None
-
     async def verb(decision: Decision) -> tuple[m.TaskOut, LearnedRuleOut | None]:
-        task = await decision.approve(tool_input=edited, allow=scope, rule=rule)
+        task = await decision.approve(tool_input=edited, allow=allow, rule=rule)
         learned = None
-        if scope is not None and not task.parked:  # the rule it learned, to say so
+        if allow is not None and not task.parked:  # the rule it learned, to say so
             rules = await decision.run.workspace.learned_rules()
             came = [r for r in rules if (r.from_.run_id, r.from_.key) == (task.run_id, task.key)]
             learned = came[-1] if came else None
@@ -411,6 +409,7 @@ def approve(ctx: click.Context, /, decision_id: str, edited: Any, allow: str | N
     if task.approved_input is not None:
         as_edited = decision.task.model_copy(update={"tool_input": task.approved_input})
         click.echo(f"approved {sid} as edited ({summary(as_edited)})")
+        click.echo(f"  proposed: {summary(decision.task)}")  # what the person changed
     else:
         click.echo(f"approved {sid} ({summary(decision.task)})")
     if learned is not None:
