@@ -531,3 +531,42 @@ async def test_axe_finds_nothing_serious_on_the_allow_policy_and_edit_pages(
                 await page.context.close()
     finally:
         await store.close()
+
+
+async def test_approve_edited_and_allow_learns_from_the_edited_call(world: World) -> None:
+    run_id = await declare(world, approval_rules=[DENY_FORCE])
+    await append(world, run_id, "bash", {"command": "git push origin main"}, key="k1")
+    page_url = f"/decisions/{run_id}/k1"
+    allow = f"{page_url}/allow"
+    edit = {"edit_as": "command", "edited": "make deploy STAGE=1"}
+    async with site(world) as s, browserless() as client:
+        await sign_in(client, s.url, world.tokens["alice"])
+        _, decision = await get_text(client, s.url + page_url)
+        assert f'formaction="{allow}" name="do" value="edit"' in decision
+        data = {"csrf": _csrf(decision), "do": "edit"} | edit
+        async with client.post(s.url + allow, data=data) as answer:
+            assert answer.status == 200
+            page = await answer.text()
+        # The rule is proposed from the edited call, the edit shown and carried on.
+        assert 'name="match" value="make deploy *"' in page
+        assert '<span class="tx">+make deploy STAGE=1</span>' in page
+        assert 'name="edited" value="make deploy STAGE=1"' in page
+        status, location = await post_form(
+            client, s.url + allow, {"do": "approve", "scope": "run"} | edit, page_url=s.url + allow
+        )
+        assert (status, location) == (303, page_url)
+        assert "approved by you as edited; calls like it" in await flash(client, s.url + page_url)
+        # An edit a deny binds goes back to the decision, refused, learning nothing.
+        await append(world, run_id, "bash", {"command": "git pull"}, key="k2")
+        denied = {"edit_as": "command", "edited": "git push --force", "do": "edit"}
+        status, location = await post_form(
+            client, f"{s.url}/decisions/{run_id}/k2/allow", denied, page_url=s.url + page_url
+        )
+        assert (status, location) == (303, f"/decisions/{run_id}/k2")
+        assert (await flash(client, s.url + location)).startswith("approval_denied: ")
+    task = await world.core.service.get_task(world.alice, world.ws, run_id, "k1")
+    assert task.approved_input == {"command": "make deploy STAGE=1"}
+    [learned] = await world.core.service.learned_rules(world.alice, world.ws)
+    assert learned.rule["match"] == "make deploy *"
+    assert await state_of(world, run_id, "k2") == "needs_approval"
+    assert await call(world, run_id, "k3", "make deploy STAGE=2") == "granted"

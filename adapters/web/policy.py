@@ -15,6 +15,7 @@ refusal shows as `code: detail`, like the page's other errors. Everything record
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from typing import Any, NoReturn
@@ -42,6 +43,7 @@ from bot.errors import ApprovalError
 from bot.learning import AllowSpec, LearnedRule
 from bot.masking import mask_text, mask_value
 from bot.profiles import BUILTIN
+from bot.service import UNEDITED
 
 VIA = "web"
 SCOPES = ("run", "profile")
@@ -67,6 +69,11 @@ class RuleForm:
     path: str | None
     text: str  # the rule as JSON, as typed ("" unless the person edits it that way)
     scope: str
+    # Approve edited & allow: the edit as the decision page's form posted it (kept in hidden
+    # fields), and the input it makes (UNEDITED without one): the rule is learned from it.
+    edit_as: str = ""
+    edited: str = ""
+    tool_input: Any = UNEDITED
 
     def rule(self) -> Any:
         if self.text.strip():
@@ -83,13 +90,20 @@ class RuleForm:
         return rule
 
 
-def _proposed(task: Task) -> dict[str, Any]:
-    return learning.propose(task.tool, task.tool_input, task.origin)
+def _proposed(task: Task, tool_input: Any = UNEDITED) -> dict[str, Any]:
+    call_input = task.tool_input if tool_input is UNEDITED else tool_input
+    return learning.propose(task.tool, call_input, task.origin)
 
 
 def _form_of(task: Task, form: MultiDict[str] | None) -> RuleForm:
-    """The proposal, with whatever the person changed in the posted form."""
-    proposed = _proposed(task)
+    """The proposal (for the edited input, with one), with whatever the person changed in the
+    posted form. An edit the page cannot read raises `edits.EditInvalid`."""
+    tool_input: Any = UNEDITED
+    edit_as, edited = "", ""
+    if form is not None and "edited" in form:
+        edit_as, edited = form.get("edit_as", "json"), form["edited"]
+        tool_input = edits.edited_input(task.tool_input, edit_as, edited)
+    proposed = _proposed(task, tool_input)
     match = proposed.get("match")
     rule_form = RuleForm(
         tool=str(proposed["tool"]),
@@ -97,8 +111,11 @@ def _form_of(task: Task, form: MultiDict[str] | None) -> RuleForm:
         path=str(proposed["path"]) if "path" in proposed else None,
         text="",
         scope="run",
+        edit_as=edit_as,
+        edited=edited,
+        tool_input=tool_input,
     )
-    if form is None:
+    if form is None or form.get("do") == "edit":  # just edited: the proposal for the edit
         return rule_form
     if "tool" in form:
         rule_form.tool = form["tool"].strip()
@@ -156,19 +173,29 @@ async def _allow_page(
     if error is None:
         try:
             found = await service.proposal(
-                member, member.workspace_id, task.run_id, task.key, rule=rule_form.rule()
+                member,
+                member.workspace_id,
+                task.run_id,
+                task.key,
+                tool_input=rule_form.tool_input,
+                rule=rule_form.rule(),
             )
             rule, would_allow = found.rule, found.would_allow
         except ApprovalError as refused:
-            if refused.code == "already_decided":
-                _back_to_decision(request, task, refused)
+            if refused.code in ("already_decided", "approval_denied"):
+                _back_to_decision(request, task, refused)  # the call or its edit is the matter
             error = refused
-    proposed = _proposed(task)
+    proposed = _proposed(task, rule_form.tool_input)
     shown_rule = rule if isinstance(rule, dict) else proposed  # a refused one is in the form
     # A glob cut from a command can hold a secret (`export TOKEN=… *`): masked, the page offers
     # the proposal as it is and a Reveal to edit it.
     hides = mask_text(json.dumps(proposed)) != json.dumps(proposed) and not reveal
     status = 200 if error is None else error.status
+    edit: list[render.Line] = []
+    if rule_form.tool_input is not UNEDITED and rule_form.tool_input != task.tool_input:
+        edit = edits.edit_diff(
+            dataclasses.replace(task, approved_input=rule_form.tool_input), reveal
+        )
     return page(
         request,
         "allow.html",
@@ -186,6 +213,7 @@ async def _allow_page(
             "replay_days": learning.REPLAY_DAYS,
             "error": _refusal(error) if error is not None else "",
             "action": allow_path(task.run_id, task.key),
+            "edit": edit,
         },
         status=status,
     )
@@ -209,23 +237,35 @@ async def allow_post(request: web.Request) -> web.Response:
     member = await require_member(request)
     _, form = await checked_form(request)
     task, run = await _task_and_run(request, member)
-    rule_form = _form_of(task, form)
+    try:
+        rule_form = _form_of(task, form)
+    except edits.EditInvalid as problem:
+        back = links.decision_path(task.run_id, task.key)
+        redirect(request, back, f"invalid_request: {problem}", "error")
     if form.get("do") != "approve":
         return await _allow_page(request, member, task, run, rule_form)
     service = state(request).core.service
     try:
         rule = rule_form.rule()
-        allow = AllowSpec(rule_form.scope, None if rule == _proposed(task) else rule)
+        proposed = _proposed(task, rule_form.tool_input)
+        allow = AllowSpec(rule_form.scope, None if rule == proposed else rule)
         ended = await service.approve(
-            member, member.workspace_id, task.run_id, task.key, via=VIA, allow=allow
+            member,
+            member.workspace_id,
+            task.run_id,
+            task.key,
+            via=VIA,
+            allow=allow,
+            tool_input=rule_form.tool_input,
         )
     except ApprovalError as error:
-        if error.code in ("already_decided", "already_reviewed"):
+        if error.code in ("already_decided", "already_reviewed", "approval_denied"):
             _back_to_decision(request, task, error)
         return await _allow_page(request, member, task, run, rule_form, error=error)
     title = render.title_of(render.masked(ended))
     where = f"in the profile {run.profile}" if rule_form.scope == "profile" else "in this run"
-    message = f"{title}: {ending_word(ended)} by you; calls like it are allowed {where} now"
+    edited = " as edited" if ended.approved_input is not None else ""
+    message = f"{title}: {ending_word(ended)} by you{edited}; calls like it are allowed {where} now"
     redirect(request, links.decision_path(task.run_id, task.key), message, "ok outcome-approved")
 
 
