@@ -138,7 +138,9 @@ class Quorum(Learning):
         else:
             given = [*(task.approvals_given or []), mark]
         names = [g["by"] for g in given]
-        groups_of = await tx.groups_of_members(run.workspace_id, names)
+        groups_of: dict[str, set[str]] = {}
+        if any("groups" in r for r in found):
+            groups_of = await tx.groups_of_members(run.workspace_id, names)
         required = quorum.required(found)
         await tx.set_approvals(
             task.id, approvals_given=given, reviewed_input=reviewed, required_approvals=required
@@ -151,7 +153,8 @@ class Quorum(Learning):
         detail: dict[str, Any] = {"approvals": len(given), "required": required}
         if edited:
             detail |= {"tool_input": task.tool_input, "approved_input": reviewed}
-            detail["count_restarted"] = True
+            if task.approvals_given:  # earlier approvals were for another input
+                detail["count_restarted"] = True
         await tx.add_log([log_entry(run, counted, "reviewed", principal, via, detail, at=now)])
         # Chat surfaces show the count ("1 of 2 approvals · alice ✓") from this notification.
         suffix = f":{ordered_id('rev')}"
