@@ -268,3 +268,23 @@ async def test_quorum_refusals_are_their_codes(api: Served) -> None:
     assert itself.output.startswith("error: self_approval_forbidden: ")
     task = await task_of(api, run_id)
     assert (task["state"], task["approvals"]["given"]) == ("needs_approval", [])
+
+
+async def test_an_edited_approval_under_a_quorum_counts_first_on_the_edit(api: Served) -> None:
+    run_id = await parked(
+        api, approval_mode="ask", approval_requirements=[{"tool": "bash", "approvals": 2}]
+    )
+    sid = short_id(run_id, "k1")
+    edit = '{"command": "git push origin feature"}'
+    first = await invoke("asks", "approve", sid, "--input", edit, env=member_env(api, "alice"))
+    assert first.exit_code == 0, first.output
+    assert first.output == (
+        f"1 of 2 approvals: waiting for one more ({sid} as edited: bash git push origin feature)\n"
+    )
+    second = await invoke("asks", "approve", sid, env=member_env(api, "bob"))
+    assert second.exit_code == 0, second.output
+    assert second.output.startswith(f"approved {sid} as edited (bash git push origin feature)")
+    task = await task_of(api, run_id)
+    assert (task["state"], task["resolved_by"], task["via"]) == ("granted", "bob", "cli")
+    assert (task["tool_input"], task["approved_input"]) == (PUSH, json.loads(edit))
+    assert [g["by"] for g in task["approvals"]["given"]] == ["alice", "bob"]

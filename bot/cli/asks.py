@@ -401,7 +401,11 @@ def approve(ctx: click.Context, /, decision_id: str, edited: Any, allow: Scope |
     decision, (task, learned) = _found(ctx, decision_id, "approve", verb)
     sid = short_id(task.run_id, task.key)
     if task.state == "needs_approval":  # counted toward a quorum that wants more
-        click.echo(f"{_approvals_left(task)} ({sid}: {summary(decision.task)})")
+        if edited is UNEDITED:
+            click.echo(f"{_approvals_left(task)} ({sid}: {summary(decision.task)})")
+        else:  # the count restarted on the edit, this approval first
+            as_edited = decision.task.model_copy(update={"tool_input": edited})
+            click.echo(f"{_approvals_left(task)} ({sid} as edited: {summary(as_edited)})")
         return
     if task.state != "granted":  # ended otherwise meanwhile
         click.echo(f"{task.state} {sid} ({summary(decision.task)})")
