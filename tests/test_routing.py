@@ -138,9 +138,7 @@ def test_routes_read_from_toml(tmp_path: Any) -> None:
 @pytest.fixture(params=PLATFORMS)
 async def chat(request: pytest.FixtureRequest, store: SqlStore) -> AsyncIterator[ChatDriver]:
     decisions = {"nudge_before": ["2h", "1h", "10m"]}
-    async with open_driver(
-        request.param, store, routes=ROUTES, decisions=decisions
-    ) as driver:
+    async with open_driver(request.param, store, routes=ROUTES, decisions=decisions) as driver:
         yield driver
 
 
@@ -259,3 +257,28 @@ async def test_a_place_the_platform_refuses_is_given_up_and_the_rest_still_works
         await chat.flush()
         for message in (usual, direct):
             assert "Approved by alice" in (await _ended(chat, message)).text
+
+
+@pytest.mark.usefixtures("ptb_timedelta")
+@pytest.mark.parametrize("platform", PLATFORMS)
+async def test_an_escalation_reaches_a_platform_the_decision_was_not_routed_to(
+    platform: str, store: SqlStore
+) -> None:
+    elsewhere = f"slack:{sh.ONCALL}" if platform == "telegram" else f"telegram:{th.ONCALL}"
+    routes = [{"when": {"risk": "high"}, "to": [elsewhere], "escalate_to": ["member:carol"]}]
+    async with open_driver(platform, store, routes=routes) as chat:
+        await chat.park("k1", effect_profile=HIGH)
+        await chat.flush()
+        assert [chat.decisions_in(w) for w in ("usual", "oncall", "dm:carol")] == [[], [], []]
+        await chat.clock.advance(timedelta(hours=23))  # the first reminder: nothing here
+        await chat.core.scheduler.run_once()
+        await chat.flush()
+        assert chat.decisions_in("dm:carol") == []
+        await chat.clock.advance(timedelta(minutes=50))  # the last one: escalated here too
+        await chat.core.scheduler.run_once()
+        await chat.flush()
+        escalated = chat.decision_in("dm:carol", "make deploy k1")
+        assert len(chat.nudges_in("dm:carol")) == 1
+        assert await chat.press(escalated, "approve", user="carol") == "✅ Approved"
+        await chat.flush()
+        assert "Approved by carol" in (await _ended(chat, escalated)).text

@@ -202,13 +202,13 @@ class ChatNotifier:
     # endings -----------------------------------------------------------------------------------
     async def show_ending(self, task: Task) -> None:
         delivery = Delivery.of((await self.record(task.id)).data)
-        if delivery.skipped:
+        if _nowhere(delivery):
             return  # posted nowhere: its workspace had no place then
-        if not delivery.shown or delivery.place is None:
+        if _pending(delivery):
             # Not posted yet: its "posted" item (older, so normally first) is pending or in
             # flight. Come back after it: it may post the waiting view.
             raise NotYet("the decision is not posted yet")
-        if delivery.digest is not None and self.coalescer is not None:
+        if delivery.digest is not None and delivery.place and self.coalescer is not None:
             self.coalescer.touch(delivery.place)
         refs = delivery.refs()  # in every place it is shown in
         if delivery.ended or not refs:
@@ -231,11 +231,11 @@ class ChatNotifier:
         """An approval counted toward a quorum without ending the decision: every message
         about it shows the new count ("1 of 2 approvals · alice ✓")."""
         delivery = Delivery.of((await self.record(task.id)).data)
-        if delivery.skipped:
+        if _nowhere(delivery):
             return
-        if not delivery.shown or delivery.place is None:
+        if _pending(delivery):
             raise NotYet("the decision is not posted yet")
-        if delivery.digest is not None and self.coalescer is not None:
+        if delivery.digest is not None and delivery.place and self.coalescer is not None:
             self.coalescer.touch(delivery.place)
         fresh = await self.link.task(task.id) or task
         run = await self.link.run(fresh.run_id)
@@ -259,9 +259,10 @@ class ChatNotifier:
         if not fresh.parked or fresh.deadline is None:
             return  # ended since the clock fired: the ending says it
         delivery = Delivery.of((await self.record(task.id)).data)
-        if delivery.skipped:
-            return
-        if not delivery.shown or delivery.place is None:
+        escalating = routed is not None and bool(routed.escalate_to) and run is not None
+        if _nowhere(delivery) and not escalating:
+            return  # shown nowhere on this platform, and its escalation does not come here
+        if _pending(delivery):
             raise NotYet("the decision is not posted yet")
         if routed is not None and routed.escalate_to and run is not None:
             earlier = [int(k) for k in delivery.nudges if k.isdigit()]
@@ -327,6 +328,17 @@ class ChatNotifier:
         await self.update(
             task_id, lambda d: replace(d, nudges={**d.nudges, key: message_id}).release(step)
         )
+
+
+def _nowhere(delivery: Delivery) -> bool:
+    """Not shown on this platform, and never to be: its routes name no place here (copies
+    posted since, by an escalation, do show it)."""
+    return delivery.skipped and not delivery.copies
+
+
+def _pending(delivery: Delivery) -> bool:
+    """Its own post is still to come (the "posted" item is pending or in flight)."""
+    return not delivery.skipped and (not delivery.shown or delivery.place is None)
 
 
 def _claim(delivery: Delivery, step: str, key: str, now: float) -> dict[str, Any] | None:
