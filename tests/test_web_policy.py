@@ -570,3 +570,20 @@ async def test_approve_edited_and_allow_learns_from_the_edited_call(world: World
     assert learned.rule["match"] == "make deploy *"
     assert await state_of(world, run_id, "k2") == "needs_approval"
     assert await call(world, run_id, "k3", "make deploy STAGE=2") == "granted"
+
+
+async def test_the_policy_view_shows_a_profiles_approval_requirements(store: SqlStore) -> None:
+    leads = ProfileConfig(
+        approval_mode="ask",
+        approval_rules=[DENY_FORCE],
+        approval_requirements=[{"tool": "deploy", "approvals": 2, "groups": ["leads"]}],
+        forbid_self_approval=True,
+    )
+    w = await make_world(store, Settings(profiles={"release": leads}))
+    async with site(w, Settings(profiles={"release": leads})) as s, browserless() as client:
+        await sign_in(client, s.url, w.tokens["alice"])
+        _, html = await get_text(client, f"{s.url}/policy")
+    section = text_of(html.split("<code>release</code>")[1].split("</section>")[0])
+    assert "configured · ask mode" in section and "never force-push" in section
+    assert "2 approvals for deploy , from leads" in section  # (tags read as spaces)
+    assert "may not approve its calls" in section

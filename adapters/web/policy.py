@@ -307,6 +307,8 @@ class ProfileRules:
     rows: list[timeline.RuleRow]
     tools: list[str] | None
     aliases: dict[str, str]
+    requirements: list[dict[str, Any]]  # several approvers: approval_requirements
+    forbid_self_approval: bool
 
 
 @dataclass
@@ -333,6 +335,8 @@ def _profiles(request: web.Request) -> list[ProfileRules]:
                 timeline.rule_rows(list(profile.approval_rules)),
                 profile.tool_names,
                 dict(profile.aliases),
+                list(profile.approval_requirements),
+                profile.forbid_self_approval,
             )
         )
     return found
