@@ -6,6 +6,9 @@ recorded per decision in its delivery record (records.py) and every step is clai
 first by compare-and-swap, so a redelivered item finds its message and sends nothing, and two
 instances never both post. A post that failed in a way that may have sent it after all (a
 timeout) is retried with `maybe_sent`, so a platform that can look for it does so first.
+
+Where a decision goes is the configured routes' choice (routing.py): its own message goes to
+the first place, copies to the others (places.py); endings, counts and reminders reach them all.
 """
 
 from __future__ import annotations

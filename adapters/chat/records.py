@@ -1,7 +1,8 @@
 """Typed records kept per decision and per run, and the one compare-and-swap helper.
 
 A delivery record says what was sent about a decision on one platform: where, which messages,
-whether its ending is shown, which nudges went out, and which steps an instance has claimed.
+its copies in the other places routes show it in (`Copy`), whether its ending is shown, which
+nudges went out (per place), and which steps an instance has claimed.
 Every change is a compare-and-swap on the record's version (`swap`), so a redelivered outbox
 item finds its message and sends nothing, and two instances never both post.
 
