@@ -587,3 +587,29 @@ async def test_the_policy_view_shows_a_profiles_approval_requirements(store: Sql
     assert "configured · ask mode" in section and "never force-push" in section
     assert "2 approvals for deploy , from leads" in section  # (tags read as spaces)
     assert "may not approve its calls" in section
+
+
+@browser_only
+async def test_in_chromium_a_decision_page_shows_anothers_approval_live(tmp_path: Path) -> None:
+    store, _ = await make_store("sqlite", tmp_path)
+    w = await make_world(store)
+    carol = await w.core.admin.add_member(w.ws, "carol")
+    run_id = await declare(w, approval_requirements=[{"tool": "deploy", "approvals": 2}])
+    await append(w, run_id, "deploy", {"env": "prod"}, key="k1")
+    try:
+        async with site(w) as s, chromium() as browser:
+            page = await signed_in(browser, s)
+            await page.goto(f"{s.url}/decisions/{run_id}/k1")
+            await page.wait_for_selector('body[data-live="1"]', timeout=LIVE)
+            await page.fill('input[name="reason"]', "half typed")
+            await w.core.service.approve(w.bob, w.ws, run_id, "k1")
+            line = page.locator("p.approvals")
+            await page.wait_for_selector('p.approvals[data-given="1"]', timeout=LIVE)
+            assert (await line.inner_text()).strip() == "1 of 2 approvals · bob ✓"
+            assert await page.input_value('input[name="reason"]') == "half typed"
+            await w.core.service.approve(carol.principal, w.ws, run_id, "k1")
+            await page.wait_for_selector(".ending", timeout=LIVE)  # reloaded: how it ended
+            assert "approved" in await page.inner_text(".ending")
+            await page.context.close()
+    finally:
+        await store.close()

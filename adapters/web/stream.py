@@ -7,12 +7,14 @@ a `version` that changes whenever anything resting on people does, and the newes
 ids (`keys`, at most `queue.NEWEST_KEYS`): two small queries and a small event even with
 thousands waiting. The script swaps in the inbox fragment when the version moves. A decision's
 page opens the feed with `?watch=<run_id>/<key>`; its events then say whether that decision
-still waits (`watched`), and the page reloads to show how it ended.
+still waits (`watched`) and, under a quorum, how many approvals it has (`approvals`); the page
+reloads to show how it ended, and shows a new count in place.
 """
 
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from aiohttp import web
 
@@ -29,12 +31,20 @@ RECHECK_SECONDS_POSTGRES = 15.0
 HEARTBEAT_SECONDS = 15.0  # a comment line now and then finds connections that went away
 
 
-async def _still_waits(core: Core, member: Principal, watch: str) -> bool:
-    """Whether the decision a page watches still waits (another workspace's never does)."""
+async def _still_waits(
+    core: Core, member: Principal, watch: str
+) -> tuple[bool, dict[str, Any] | None]:
+    """Whether the decision a page watches still waits (another workspace's never does), and
+    its approvals under a quorum (`{"required", "given": [names]}`; None without one)."""
     run_id, _, key = watch.partition("/")
     async with core.store.read() as tx:
         task = await tx.get_task(run_id, key)
-    return task is not None and task.workspace_id == member.workspace_id and task.parked
+    if task is None or task.workspace_id != member.workspace_id:
+        return False, None
+    if task.approvals_given is None:
+        return task.parked, None
+    names = [str(g["by"]) for g in task.approvals_given]
+    return task.parked, {"required": task.required_approvals, "given": names}
 
 
 def sse(event: str, data: object) -> bytes:
@@ -59,7 +69,7 @@ async def stream(request: web.Request) -> web.StreamResponse:
     watch = request.query.get("watch", "")
     if not storable(watch, 500) or "/" not in watch:
         watch = ""
-    last: tuple[str, bool] | None = None
+    last: tuple[str, bool, dict[str, Any] | None] | None = None
     quiet = 0.0
     recheck = (
         RECHECK_SECONDS_POSTGRES if getattr(core.store, "postgres", False) else RECHECK_SECONDS
@@ -68,8 +78,8 @@ async def stream(request: web.Request) -> web.StreamResponse:
         while not web_state.stopping.is_set() and await still_signed_in(request):
             gate = core.hub.gate(workspace_topic(member.workspace_id))
             version, count, keys = await inbox_version(core.service, member)
-            watched = bool(watch) and await _still_waits(core, member, watch)
-            if (version, watched) != last:
+            watched, approvals = await _still_waits(core, member, watch) if watch else (False, None)
+            if (version, watched, approvals) != last:
                 data: dict[str, object] = {
                     "keys": keys,
                     "count": count,
@@ -78,8 +88,10 @@ async def stream(request: web.Request) -> web.StreamResponse:
                 }
                 if watch:
                     data["watched"] = watched
+                if approvals is not None:
+                    data["approvals"] = approvals  # the page shows the new count in place
                 await response.write(sse("inbox", data))
-                last, quiet = (version, watched), 0.0
+                last, quiet = (version, watched, approvals), 0.0
             elif quiet >= HEARTBEAT_SECONDS:
                 await response.write(b": keep-alive\n\n")
                 quiet = 0.0

@@ -135,6 +135,26 @@
     n.onclick = function () { window.focus(); n.close(); };
   }
 
+  // Someone else's approval counted on a decision's page: the count, in place (a reload would
+  // lose what a person is typing into the deny reason or the edit).
+  function showApprovals(approvals) {
+    var line = document.querySelector("main p.approvals[data-given]");
+    if (!line || line.dataset.given === String(approvals.given.length)) return;
+    line.dataset.given = String(approvals.given.length);
+    line.textContent = "";
+    var count = document.createElement("span");
+    count.className = "approvals-count";
+    count.textContent = approvals.given.length + " of " + approvals.required + " approvals";
+    line.appendChild(count);
+    approvals.given.forEach(function (name) {
+      line.appendChild(document.createTextNode(" · "));
+      var who = document.createElement("span");
+      who.className = "given";
+      who.textContent = name + " ✓";
+      line.appendChild(who);
+    });
+  }
+
   var watch = body.dataset.watch;
   var url = body.dataset.stream + (watch ? "?watch=" + encodeURIComponent(watch) : "");
   var source = new EventSource(url);
@@ -157,6 +177,8 @@
     if (body.dataset.watch && data.watched === false) {
       delete body.dataset.watch;
       location.reload(); // this decision ended elsewhere: show how
+    } else if (body.dataset.watch && data.approvals) {
+      showApprovals(data.approvals);
     }
   });
 
