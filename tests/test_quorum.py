@@ -296,6 +296,8 @@ async def test_an_edit_restarts_the_count_on_the_edited_input(api: Served) -> No
     edit = {"env": "prod", "service": "web", "canary": True}
     status, edited = await review(api, "bob", run_id, "d1", body={"tool_input": edit})
     assert (status, edited["state"], given(edited)) == (200, "needs_approval", ["bob"])
+    # The next approver sees what they are approving.
+    assert (edited["tool_input"], edited["approved_input"]) == (PROD, edit)
     status, again = await review(api, "bob", run_id, "d1")
     assert (status, again["error"]["code"]) == (409, "already_reviewed")
     status, done = await review(api, "alice", run_id, "d1")  # alice approves the edited call

@@ -233,6 +233,8 @@ class TaskOut(ResponseModel):
     resolution: dict[str, Any] | None
     resolution_token: str | None = None
     # The input a person approved when they edited it before approving; null unless edited.
+    # Under a quorum that is not met yet: the edited input the approvals so far are for, so
+    # the next approver sees what they are approving.
     approved_input: Any = None
     # Only when an approval requirement applies: {"required": 2, "given": [{"by", "at"}]}.
     approvals: dict[str, Any] | None = None
@@ -332,7 +334,9 @@ def task_out(task: Task, token: str | None = None) -> dict[str, Any]:
         "resolved_by": task.resolved_by,
         "via": task.via,
         "resolution": task.resolution,
-        "approved_input": task.approved_input,
+        "approved_input": (
+            task.approved_input if task.approved_input is not None else task.reviewed_input
+        ),
     }
     if task.approvals_given is not None:
         body["approvals"] = {
