@@ -613,3 +613,31 @@ async def test_in_chromium_a_decision_page_shows_anothers_approval_live(tmp_path
             await page.context.close()
     finally:
         await store.close()
+
+
+@pytest.mark.parametrize("field", ["match", "tool", "rule", "edited"])
+async def test_text_no_store_can_hold_is_a_refusal_not_a_500(world: World, field: str) -> None:
+    run_id = await declare(world)
+    await append(world, run_id, "bash", {"command": "git push origin main"}, key="k1")
+    base = f"/decisions/{run_id}/k1"
+    bad = "git push \x00*"
+    async with site(world) as s, browserless() as client:
+        await sign_in(client, s.url, world.tokens["alice"])
+        _, page = await get_text(client, s.url + base + "/allow")
+        if field == "edited":
+            data = {"edit_as": "command", "edited": bad}
+            url = s.url + base + "/approve-edited"
+        else:
+            value = (
+                '{"tool": "bash", "path": "command", "match": "\\u0000"}'
+                if field == "rule"
+                else bad
+            )
+            data = {"do": "approve", "scope": "run", field: value}
+            url = s.url + base + "/allow"
+        async with client.post(
+            url, data={"csrf": _csrf(page)} | data, allow_redirects=False
+        ) as answer:
+            assert answer.status in (303, 422), answer.status
+    assert await state_of(world, run_id, "k1") == "needs_approval"
+    assert await world.core.service.learned_rules(world.alice, world.ws) == []
