@@ -15,15 +15,18 @@ session cannot serve several loops. Both paths share the one client and the one 
 from __future__ import annotations
 
 import asyncio
+import atexit
+import concurrent.futures
 import hashlib
 import json
 import logging
 import os
 import re
 import threading
-from collections.abc import Coroutine, Hashable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Coroutine, Hashable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
+from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
 
@@ -44,7 +47,7 @@ class Target:
     """Where the service is and how this bridge's runs are declared."""
 
     url: str = DEFAULT_URL
-    token: str = ""
+    token: str = field(default="", repr=False)  # a secret: never in a repr, a log or a traceback
     workspace: str = DEFAULT_WORKSPACE
     profile: str | None = None
     wait: float | None = None  # seconds a call waits for a person; None: until it is decided
@@ -97,6 +100,16 @@ class Failure(Exception):
 
 def one_line(text: str) -> str:
     return " ".join(text.split())
+
+
+def shown_url(url: str) -> str:
+    """The service's URL as the model may read it: without a `user:password@` part."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def answer_text(content: Any) -> str:
@@ -159,10 +172,37 @@ class _Loop:
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
 
-    def stop(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(timeout=5)
-        self.loop.close()
+    def on_own_thread(self) -> bool:
+        return threading.current_thread() is self.thread
+
+    def stop(self, last: Coroutine[Any, Any, None]) -> None:
+        """End every call still waiting (their callers read "not run"), run `last` (closing the
+        client), then stop the loop and its thread."""
+        if self.on_own_thread():  # blocking here would wait on ourselves: finish in the background
+            caller = asyncio.current_task(self.loop)
+            self.loop.create_task(self._wind_down(last, caller)).add_done_callback(
+                lambda _done: self.loop.stop()
+            )
+            return
+        try:
+            asyncio.run_coroutine_threadsafe(self._wind_down(last), self.loop).result(timeout=10)
+        except (concurrent.futures.TimeoutError, concurrent.futures.CancelledError):
+            log.warning("approvalbot bridge: its loop did not wind down; stopping it anyway")
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join(timeout=5)
+            if not self.thread.is_alive():
+                self.loop.close()
+
+    async def _wind_down(
+        self, last: Coroutine[Any, Any, None], caller: asyncio.Task[Any] | None = None
+    ) -> None:
+        spared = {asyncio.current_task(), caller}
+        pending = [task for task in asyncio.all_tasks() if task not in spared]
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        await last
 
 
 class Gate:
@@ -190,7 +230,7 @@ class Gate:
         title: str | None = None,
     ) -> Outcome:
         work = self._decide(session, tool, tool_input, call_id, effect_profile, title)
-        return await self._on_loop(work)
+        return await self._on_loop(work, lambda why: Outcome(False, f"{tool} was not run: {why}"))
 
     def decide_sync(
         self,
@@ -203,7 +243,7 @@ class Gate:
         title: str | None = None,
     ) -> Outcome:
         work = self._decide(session, tool, tool_input, call_id, effect_profile, title)
-        return self._loop_started().run(work)
+        return self._on_thread(work, lambda why: Outcome(False, f"{tool} was not run: {why}"))
 
     async def ask(
         self,
@@ -215,7 +255,8 @@ class Gate:
         call_id: str | None = None,
         title: str | None = None,
     ) -> Answer:
-        return await self._on_loop(self._ask(session, prompt, options, multi, call_id, title))
+        work = self._ask(session, prompt, options, multi, call_id, title)
+        return await self._on_loop(work, _unasked)
 
     def ask_sync(
         self,
@@ -228,7 +269,7 @@ class Gate:
         title: str | None = None,
     ) -> Answer:
         work = self._ask(session, prompt, options, multi, call_id, title)
-        return self._loop_started().run(work)
+        return self._on_thread(work, _unasked)
 
     def run_id(self, session: Hashable) -> str | None:
         """The approvalbot run of a session, once declared."""
@@ -240,13 +281,15 @@ class Gate:
         self._runs.pop(session, None)
 
     def close(self) -> None:
-        if self._loop is None:
+        """Stop the loop and close the client's connections; calls still waiting end "not run".
+        The gate stays usable: the next call starts a new loop (and session), the runs kept."""
+        with self._started:
+            loop, self._loop = self._loop, None
+            self._declaring = None  # a lock belongs to the loop it was first used on
+        if loop is None:
             return
-        if self._client is not None:
-            self._loop.run(self._client.close())
-            self._client = None
-        self._loop.stop()
-        self._loop = None
+        client = self._client
+        loop.stop(client.close() if client is not None else asyncio.sleep(0))
 
     # the work, on the private loop ------------------------------------------------------------
     def _loop_started(self) -> _Loop:
@@ -255,13 +298,29 @@ class Gate:
                 self._loop = _Loop()
             return self._loop
 
-    async def _on_loop(self, work: Coroutine[Any, Any, T]) -> T:
+    async def _on_loop(self, work: Coroutine[Any, Any, T], ended: Callable[[str], T]) -> T:
+        """`work` on the private loop, awaited from the caller's loop (which may be it)."""
         future = self._loop_started().submit(work)
         try:
             return await asyncio.shield(future)
         except asyncio.CancelledError:
+            caller = asyncio.current_task()
+            if future.cancelled() and caller is not None and not caller.cancelling():
+                return ended(CLOSED)  # `close` ended the call, not the framework
             future.cancel()  # the framework gave up on the call: stop waiting for a person
             raise
+
+    def _on_thread(self, work: Coroutine[Any, Any, T], ended: Callable[[str], T]) -> T:
+        """`work` on the private loop, the calling thread blocked until it ends; `ended(why)`
+        when it cannot end."""
+        loop = self._loop_started()
+        if loop.on_own_thread():  # a sync call from inside the bridge's loop would never return
+            work.close()
+            return ended("a sync entry point was called on the bridge's own event loop")
+        try:
+            return loop.run(work)
+        except concurrent.futures.CancelledError:
+            return ended(CLOSED)
 
     async def _decide(
         self,
@@ -343,7 +402,15 @@ class Gate:
             raise Failure(self._api_error(error)) from error
         except (aiohttp.ClientError, OSError, TimeoutError) as error:
             detail = one_line(str(error)) or type(error).__name__
-            raise Failure(f"approvalbot is unreachable at {self.target.url}: {detail}") from error
+            where = shown_url(self.target.url)
+            raise Failure(f"approvalbot is unreachable at {where}: {detail}") from error
+        except Failure:
+            raise
+        except (
+            Exception
+        ) as error:  # an answer we cannot read (a proxy's page), a bad URL: never raise
+            log.warning("approvalbot call failed: %s", type(error).__name__, exc_info=True)
+            raise Failure(f"approvalbot could not be asked ({type(error).__name__})") from error
         return None if task.parked else task
 
     async def _run(self, session: Hashable, title: str | None) -> Run:
@@ -381,6 +448,13 @@ class Gate:
         return f"{self.target.wait:g} s"
 
 
+CLOSED = "the approvalbot bridge was closed while the call waited"
+
+
+def _unasked(why: str) -> Answer:
+    return Answer(False, f"the question was not asked: {why}")
+
+
 _gates: dict[tuple[Target, str], Gate] = {}
 _gates_lock = threading.Lock()
 
@@ -403,3 +477,8 @@ def close_gates() -> None:
         _gates.clear()
     for gate in found:
         gate.close()
+
+
+# A process that ends without `close_gates` still closes its connections (no "Unclosed client
+# session" at exit); atexit runs after the non-daemon threads, while the loop thread still runs.
+atexit.register(close_gates)

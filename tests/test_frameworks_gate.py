@@ -1,0 +1,136 @@
+"""The bridges' shared gate (`adapters.frameworks.gate`) against a real approvalbot server: what
+happens to calls that wait when the gate closes, a gate used again after closing, a sync entry
+point called on the gate's own loop, the token kept out of reprs and messages, and a process
+that ends without closing its gates."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from adapters.frameworks.gate import CLOSED, Outcome, Target, find_target, gate_for, shown_url
+from adapters.http import client as sdk
+from tests.frameworks_harness import alice, closed_port, framework_fixtures, keywords
+from tests.frameworks_harness import next_decision as parked_decision
+from tests.http_harness import Served
+
+on_the_loop = pytest.mark.asyncio(loop_scope="module")
+server, api = framework_fixtures()
+__all__ = ["alice"]
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@on_the_loop
+async def test_closing_ends_waiting_calls_as_not_run_and_the_gate_works_again(
+    api: Served, alice: sdk.Workspace
+) -> None:
+    gate = gate_for(find_target(**keywords(api)), "gate-close")
+    from_thread: list[Outcome] = []
+    thread = threading.Thread(
+        target=lambda: from_thread.append(
+            gate.decide_sync("s", "deploy", {"env": "prod"}, call_id="c1")
+        )
+    )
+    thread.start()
+    from_loop = asyncio.ensure_future(gate.decide("s", "deploy", {"env": "dev"}, call_id="c2"))
+    for _ in range(500):  # both calls parked on alice
+        if len(await alice.decisions.list()) == 2:
+            break
+        await asyncio.sleep(0.02)
+    assert len(await alice.decisions.list()) == 2
+    run_id = gate.run_id("s")
+
+    await asyncio.to_thread(gate.close)
+    thread.join(10)
+    assert not thread.is_alive()  # the sync caller was not left blocked forever
+    assert from_thread == [Outcome(False, f"deploy was not run: {CLOSED}")]
+    assert await asyncio.wait_for(from_loop, 10) == Outcome(False, f"deploy was not run: {CLOSED}")
+
+    # The gate is usable again, on a new loop, with the same run for the same session.
+    asked = asyncio.ensure_future(gate.decide("s", "lookup", {"q": "x"}, call_id="c3"))
+    assert (await asyncio.wait_for(asked, 10)).allowed
+    assert gate.run_id("s") == run_id
+    again = asyncio.ensure_future(gate.decide("s", "deploy", {"env": "qa"}, call_id="c4"))
+    found: list[sdk.Decision] = []
+    for _ in range(500):
+        found = [d for d in await alice.decisions.list() if d.tool_input == {"env": "qa"}]
+        if found:
+            break
+        await asyncio.sleep(0.02)
+    await found[0].approve()
+    assert (await asyncio.wait_for(again, 10)).allowed
+    for decision in await alice.decisions.list():  # leave nothing parked for the next test
+        await decision.deny("cleanup")
+    await asyncio.to_thread(gate.close)
+
+
+@on_the_loop
+async def test_the_framework_cancelling_a_call_still_cancels(
+    api: Served, alice: sdk.Workspace
+) -> None:
+    gate = gate_for(find_target(**keywords(api)), "gate-cancel")
+    waiting = asyncio.ensure_future(gate.decide("s", "deploy", {"env": "x"}, call_id="c1"))
+    await parked_decision(alice)
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    for decision in await alice.decisions.list():
+        await decision.deny("cleanup")
+    await asyncio.to_thread(gate.close)
+
+
+@on_the_loop
+async def test_a_sync_call_on_the_gates_own_loop_returns_instead_of_hanging(api: Served) -> None:
+    gate = gate_for(find_target(**keywords(api)), "gate-own-loop")
+
+    async def inside() -> Outcome:
+        return gate.decide_sync("s", "lookup", {"q": "x"})
+
+    future = asyncio.run_coroutine_threadsafe(inside(), gate._loop_started().loop)
+    outcome = await asyncio.wait_for(asyncio.wrap_future(future), 10)
+    assert not outcome.allowed
+    assert outcome.message.startswith("lookup was not run: a sync entry point was called")
+    await asyncio.to_thread(gate.close)
+
+
+def test_the_token_stays_out_of_reprs_and_the_models_text() -> None:
+    target = find_target(url="http://bob:pw@127.0.0.1:1/", token="abs_very_secret")
+    assert "abs_very_secret" not in repr(target)
+    assert "abs_very_secret" not in repr(Target(token="abs_very_secret"))
+    assert shown_url(target.url) == "http://127.0.0.1:1"
+    gate = gate_for(find_target(url=closed_port(), token="abs_very_secret"), "x")
+    outcome = gate.decide_sync("s", "deploy", {})
+    assert outcome.message.startswith("deploy was not run: approvalbot is unreachable at http")
+    assert "abs_very_secret" not in outcome.message
+    # A URL aiohttp cannot use (credentials in it and a token): not run, no exception, no secret.
+    odd = gate_for(find_target(url="http://bob:pw@127.0.0.1:1", token="abs_very_secret"), "x")
+    outcome = odd.decide_sync("s", "deploy", {})
+    assert outcome == Outcome(
+        False, "deploy was not run: approvalbot could not be asked (ValueError)"
+    )
+    gate.close()
+    odd.close()
+
+
+def test_a_process_that_never_closes_its_gates_exits_cleanly() -> None:
+    """No "Unclosed client session" at exit, no hang: the gates close themselves."""
+    script = (
+        "from adapters.frameworks.gate import find_target, gate_for\n"
+        f"gate = gate_for(find_target(url={closed_port()!r}, token='t', workspace='w'), 'x')\n"
+        "print(gate.decide_sync('s', 'deploy', {}).allowed)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-W", "default", "-c", script],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)},
+    )
+    assert (done.returncode, done.stdout.strip()) == (0, "False")
+    assert "Unclosed" not in done.stderr, done.stderr
