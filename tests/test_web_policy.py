@@ -164,6 +164,9 @@ async def test_scope_run_allows_that_run_only(world: World) -> None:
             client, s.url + allow, {"do": "approve", "scope": "run"}, page_url=s.url + allow
         )
         assert status == 303
+        _, policy = await get_text(client, f"{s.url}/policy")
+        row = policy.split("<tbody>")[1].split("</tr>")[0]
+        assert f'run <a href="/runs/{run_id}">tidy the repo</a>' in row  # by its title
     assert await state_of(world, run_id, "k1") == "granted"
     assert await call(world, run_id, "k2", "make test") == "granted"
     assert await call(world, other, "k2", "make test") == "needs_approval"

@@ -35,7 +35,7 @@ from adapters.web.context import (
     resolve_session,
     state,
 )
-from adapters.web.views import make_card, outcome_word
+from adapters.web.views import make_card, outcome_word, runs_by_id
 from bot import learning
 from bot.decisions import already_decided, ending_word
 from bot.domain import Principal, Run, Task
@@ -316,6 +316,7 @@ class LearnedRow:
     rule: LearnedRule
     row: timeline.RuleRow
     source: str  # the title of the decision it came from (its key when that is gone)
+    run_title: str = ""  # a run-scoped rule's run, by its title
 
 
 def _profiles(request: web.Request) -> list[ProfileRules]:
@@ -365,6 +366,10 @@ async def policy(request: web.Request) -> web.Response:
         except ApprovalError:
             title = rule.from_key
         rows.append(LearnedRow(rule, timeline.rule_rows([mask_value(rule.rule)])[0], title))
+    runs = await runs_by_id(request, {r.rule.run_id for r in rows if r.rule.run_id})
+    for row in rows:
+        run = runs.get(row.rule.run_id or "")
+        row.run_title = run.title if run is not None and run.title else row.rule.run_id or ""
     return _secured(
         page(
             request,
