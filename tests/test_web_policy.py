@@ -654,3 +654,23 @@ async def test_text_no_store_can_hold_is_a_refusal_not_a_500(world: World, field
             assert answer.status in (303, 422), answer.status
     assert await state_of(world, run_id, "k1") == "needs_approval"
     assert await world.core.service.learned_rules(world.alice, world.ws) == []
+
+
+async def test_under_a_quorum_a_card_shows_the_edit_its_count_is_for(world: World) -> None:
+    run_id = await declare(world, approval_requirements=[{"tool": "bash", "approvals": 2}])
+    await append(world, run_id, "bash", {"command": "make deploy"}, key="k1")
+    edited = {"command": "make deploy DRY_RUN=1"}
+    counted = await world.core.service.approve(world.bob, world.ws, run_id, "k1", tool_input=edited)
+    assert counted.parked
+    async with site(world) as s, browserless() as client:
+        await sign_in(client, s.url, world.tokens["alice"])
+        for url in (f"{s.url}/inbox", f"{s.url}/decisions/{run_id}/k1"):
+            _, html = await get_text(client, url)
+            diff = html.split('<figure class="block diff edit-diff">')[1].split("</figure>")[0]
+            assert "edited by bob" in diff and "approve the call as edited" in diff
+            assert '<span class="tx">+make deploy DRY_RUN=1</span>' in diff
+            assert "1 of 2 approvals · bob ✓" in text_of(html)
+        path = f"/decisions/{run_id}/k1"
+        await post_form(client, s.url + path + "/approve", {}, page_url=s.url + path)
+    task = await world.core.service.get_task(world.alice, world.ws, run_id, "k1")
+    assert task.state == "granted" and task.approved_input == edited

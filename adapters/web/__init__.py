@@ -78,6 +78,7 @@ def setup_web(
     env.globals["ago"] = queue.ago  # relative times: "4 min ago", the absolute one on hover
     env.globals["edit_field"] = edits.edit_field  # edit before approve: what a person edits
     env.globals["edit_diff"] = edits.edit_diff  # and what they changed, once approved
+    env.globals["review_diff"] = edits.review_diff  # the edit a quorum's count is for
     env.globals["allow_path"] = policy.allow_path
     app[WEB] = WebState(core, settings, env, signer, secure, sessions)
     app.middlewares.append(web_errors)

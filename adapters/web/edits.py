@@ -83,10 +83,19 @@ def _text(value: Any, key: str | None) -> str:
 def edit_diff(task: Any, revealed: bool = False) -> list[render.Line]:
     """The lines between the proposed input and the approved one (the edited text alone when
     only a command or a written text changed); masked unless revealed. [] when not edited."""
-    approved = getattr(task, "approved_input", None)
+    return input_diff(task.tool_input, getattr(task, "approved_input", None), revealed)
+
+
+def review_diff(task: Any, revealed: bool = False) -> list[render.Line]:
+    """Under a quorum, the edit the approvals so far are for (`reviewed_input`): a further
+    Approve approves it, so the card shows it. [] when the count is for the call as proposed."""
+    return input_diff(task.tool_input, getattr(task, "reviewed_input", None), revealed)
+
+
+def input_diff(proposed: Any, approved: Any, revealed: bool = False) -> list[render.Line]:
     if approved is None:
         return []
-    old, new = task.tool_input, approved
+    old, new = proposed, approved
     if not revealed:
         old, new = mask_value(old), mask_value(new)
     key = None
