@@ -174,3 +174,35 @@ async def test_the_first_start_writes_the_profile_but_not_over_another_services(
     assert "approvalbot login --url http://127.0.0.1:9999 --workspace default" in said
     kept = read_profile(profile_file)
     assert kept is not None and kept.url == "http://127.0.0.1:4711"
+
+
+@pytest.mark.skipif(os.name != "posix", reason="file modes are POSIX")
+async def test_the_profile_is_0600_whatever_the_umask_and_a_failed_write_leaves_nothing(
+    profile_file: Path,
+) -> None:
+    before = os.umask(0)  # the most open umask: the file must still be the owner's alone
+    try:
+        write_profile(Profile("http://127.0.0.1:4711", "default", "abm_" + "a" * 43), profile_file)
+    finally:
+        os.umask(before)
+    assert stat.S_IMODE(os.stat(profile_file).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(profile_file.parent).st_mode) == 0o700
+    # The rename cannot happen (a directory where the file goes): the error surfaces and no
+    # partial file holding the token is left beside it.
+    blocked = profile_file.parent / "blocked.toml"
+    (blocked / "inside").mkdir(parents=True)
+    with pytest.raises(OSError):
+        write_profile(Profile("http://127.0.0.1:4711", "default", "abm_" + "b" * 43), blocked)
+    assert sorted(p.name for p in profile_file.parent.iterdir()) == ["blocked.toml", "cli.toml"]
+    assert read_profile(profile_file) == Profile(
+        "http://127.0.0.1:4711", "default", "abm_" + "a" * 43
+    )
+
+
+async def test_login_with_a_url_that_is_not_one_says_so(profile_file: Path) -> None:
+    token = "abm_" + "s" * 43
+    done = await invoke(
+        "login", "--url", "example.com", "--token", token, "--workspace", "w", env={}
+    )
+    assert done.exit_code == 1 and "example.com is not a service URL" in done.output, done.output
+    assert token not in done.output and read_profile(profile_file) is None

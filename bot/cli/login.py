@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import secrets
 import stat
 import tomllib
 from dataclasses import dataclass, field
@@ -56,16 +57,24 @@ def read_profile(path: Path | None = None) -> Profile | None:
     """The profile, or None when there is none; ProfileError when it may not or cannot be used."""
     path = path or profile_path()
     try:
-        mode = path.stat().st_mode
+        opened = path.open("rb")
     except FileNotFoundError:
         return None
-    if os.name == "posix" and mode & (stat.S_IRWXG | stat.S_IRWXO):
+    except OSError as error:
         raise ProfileError(
-            f"the CLI profile {path} holds a token and others may read it "
-            f"(mode {stat.S_IMODE(mode):04o}): run `chmod 600 {path}`"
-        )
+            f"the CLI profile {path} cannot be read ({type(error).__name__}): "
+            "write it again with `approvalbot login`"
+        ) from None
+    with opened:
+        mode = os.fstat(opened.fileno()).st_mode  # of the file read, not of a path checked earlier
+        if os.name == "posix" and mode & (stat.S_IRWXG | stat.S_IRWXO):
+            raise ProfileError(
+                f"the CLI profile {path} holds a token and others may read it "
+                f"(mode {stat.S_IMODE(mode):04o}): run `chmod 600 {path}`"
+            )
+        raw = opened.read()
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomllib.loads(raw.decode("utf-8"))
         profile = Profile(str(data["url"]), str(data["workspace"]), str(data["token"]))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, KeyError) as error:
         raise ProfileError(
@@ -86,14 +95,25 @@ def write_profile(profile: Profile, path: Path | None = None) -> Path:
         f"workspace = {json.dumps(profile.workspace, ensure_ascii=False)}\n"
         f"token = {json.dumps(profile.token, ensure_ascii=False)}\n"
     )
-    partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    partial = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    # A new file only (O_EXCL: never one planted or left there, nor a symlink's target), 0600
+    # from its creation; on any failure it is removed, so a crash leaves the old profile whole.
+    fd = os.open(
+        partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600
+    )
     try:
-        os.fchmod(fd, 0o600)  # whatever the umask, and if the partial file existed
-        os.write(fd, text.encode())
-    finally:
-        os.close(fd)
-    os.replace(partial, path)
+        try:
+            os.fchmod(fd, 0o600)  # whatever the umask
+            data = memoryview(text.encode())
+            while data:
+                data = data[os.write(fd, data) :]
+            os.fsync(fd)  # the bytes are on disk before the rename makes them the profile
+        finally:
+            os.close(fd)
+        os.replace(partial, path)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
     return path
 
 
@@ -199,6 +219,8 @@ def login(url: str | None, workspace: str | None, token: str | None) -> None:
         fail(str(error), 1)
     except OSError as error:
         fail(f"cannot reach {url}: {error}", 1)
+    except ValueError:  # aiohttp's InvalidURL (a ValueError): `--url example.com` without http://
+        fail(f"{url} is not a service URL: give it as http://host:port", 1)
     path = write_profile(profile)
     click.echo(
         f"approvalbot: signed in to {profile.url}, workspace {profile.workspace!r}; "
