@@ -117,7 +117,7 @@ def test_the_token_stays_out_of_reprs_and_the_models_text() -> None:
     odd.close()
 
 
-def test_a_process_that_never_closes_its_gates_exits_cleanly() -> None:
+def test_a_process_that_never_closes_its_gates_exits_cleanly(tmp_path: Path) -> None:
     """No "Unclosed client session" at exit, no hang: the gates close themselves."""
     script = (
         "from adapters.frameworks.gate import find_target, gate_for\n"
@@ -126,11 +126,11 @@ def test_a_process_that_never_closes_its_gates_exits_cleanly() -> None:
     )
     done = subprocess.run(
         [sys.executable, "-W", "default", "-c", script],
-        cwd=ROOT,
+        cwd=tmp_path,
         capture_output=True,
         text=True,
         timeout=60,
-        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)},
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": "1"},
     )
     assert (done.returncode, done.stdout.strip()) == (0, "False")
     assert "Unclosed" not in done.stderr, done.stderr
