@@ -185,3 +185,31 @@ async def test_cli_rules_learned(api: Served) -> None:
     again = await invoke("--remove", rule_id)
     assert again.exit_code == 1 and "not_found" in again.output
     assert (await invoke()).output == "no learned rules\n"
+
+
+async def test_proposal_for_an_edit_or_a_persons_rule(api: Served) -> None:
+    from urllib.parse import quote
+
+    await parked(api, "old", {"command": "git fetch origin dev"})
+    run_id = await parked(api)
+    tail = f"/runs/{run_id}/tasks/k1/proposal"
+    edit = quote(json.dumps({"command": "git fetch origin main"}))
+    status, body = await api.call("GET", f"{tail}?tool_input={edit}", "alice")
+    assert status == 200, body
+    assert body["rule"]["match"] == "git fetch *"
+    assert [p["key"] for p in body["would_allow"]] == ["old"]
+    mine = quote(json.dumps({"tool": "bash", "path": "command", "match": "git *"}))
+    status, body = await api.call("GET", f"{tail}?rule={mine}", "alice")
+    assert (status, body["rule"]["verdict"]) == (200, "allow")
+    assert [p["key"] for p in body["would_allow"]] == ["old"]
+    for query, code in (
+        ("rule=%7Bnope", "invalid_request"),
+        (f"rule={quote(json.dumps({'tool': 'bash', 'mtach': 'x'}))}", "invalid_rules"),
+        (f"rule={quote(json.dumps({'tool': 'write'}))}", "rule_does_not_match"),
+        (f"tool_input={quote(json.dumps({'command': 'rm -rf /'}))}", "approval_denied"),
+        ("tool_input=%22a%5Cu0000%22", "invalid_request"),
+    ):
+        status, body = await api.call("GET", f"{tail}?{query}", "alice")
+        assert (status, body["error"]["code"]) == (422, code), (query, body)
+    _, body = await api.call("GET", f"{tail}?rule={quote(json.dumps({'mtach': 1}))}", "alice")
+    assert "rule.mtach: unknown key" in body["error"]["detail"]

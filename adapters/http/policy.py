@@ -4,7 +4,11 @@ and the log. The rules about who may do what are the core's (bot/lifecycle/learn
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 from aiohttp import web
+from pydantic import TypeAdapter, ValidationError
 
 from adapters.http import ids
 from adapters.http import models as m
@@ -18,6 +22,7 @@ from bot.errors import ApprovalError
 from bot.service import UNEDITED, AllowSpec
 
 LOG_PAGE = 1000
+_JSON: TypeAdapter[Any] = TypeAdapter(m.JsonValue)  # what the store can hold (no NUL, finite)
 
 LOG_QUERY = (
     Query(
@@ -48,9 +53,45 @@ async def approve(request: web.Request, ctx: Ctx) -> web.Response:
     return json_response(m.task_out(task))
 
 
+PROPOSAL_QUERY = (
+    Query(
+        "tool_input",
+        {"type": "string"},
+        "JSON: the call as the person would edit it (the proposal is then for that input)",
+    ),
+    Query(
+        "rule",
+        {"type": "string"},
+        "JSON: the person's own rule, checked like `allow.rule` and replayed instead",
+    ),
+)
+
+
+def _json_param(request: web.Request, name: str) -> Any:
+    raw = request.query.get(name)
+    if raw is None:
+        return UNEDITED
+    try:
+        value = json.loads(raw)
+    except (ValueError, RecursionError):
+        raise ApprovalError(errors.INVALID_REQUEST, f"{name}: not JSON", 422) from None
+    try:
+        _JSON.validate_python(value)
+    except ValidationError as error:
+        problem = error.errors(include_url=False)[0]["msg"].removeprefix("Value error, ")
+        raise ApprovalError(errors.INVALID_REQUEST, f"{name}: {problem}", 422) from None
+    return value
+
+
 async def proposal(request: web.Request, ctx: Ctx) -> web.Response:
+    rule = _json_param(request, "rule")
     found = await ctx.core.service.proposal(
-        ctx.who, ctx.ws, request.match_info["run"], request.match_info["key"]
+        ctx.who,
+        ctx.ws,
+        request.match_info["run"],
+        request.match_info["key"],
+        tool_input=_json_param(request, "tool_input"),
+        rule=None if rule is UNEDITED else rule,
     )
     return json_response(pm.proposal_out(found))
 

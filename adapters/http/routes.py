@@ -79,7 +79,8 @@ ROUTES: tuple[Route, ...] = (
           "`422 rule_does_not_match`; `422 no_profile` for scope profile on a run without one)."),
     Route("GET", TASK + "/proposal", policy.proposal, "The rule \"Approve & allow like "
           "this\" would learn, and the past calls it would have allowed", "member", None,
-          pm.ProposalOut, errors=(401, 403, 404, 409),
+          pm.ProposalOut, errors=(401, 403, 404, 409, 422),
+          query=policy.PROPOSAL_QUERY,
           description="`would_allow`: up to 50 of the workspace's calls of the last 30 days "
           "(never this one), newest first. A task no longer parked is `409 already_decided`."),
     Route("POST", TASK + "/deny", api.deny, "Deny a parked call, with an optional reason",
