@@ -674,3 +674,21 @@ async def test_under_a_quorum_a_card_shows_the_edit_its_count_is_for(world: Worl
         await post_form(client, s.url + path + "/approve", {}, page_url=s.url + path)
     task = await world.core.service.get_task(world.alice, world.ws, run_id, "k1")
     assert task.state == "granted" and task.approved_input == edited
+
+
+async def test_a_secret_in_an_edit_is_masked_until_revealed(world: World) -> None:
+    run_id = await declare(world)
+    await append(world, run_id, "bash", {"command": "deploy"}, key="k1")
+    secret = "sk-live-0123456789abcdef0123"
+    edited = {"command": f"deploy --token {secret}"}
+    await world.core.service.approve(world.alice, world.ws, run_id, "k1", tool_input=edited)
+    path = f"/decisions/{run_id}/k1"
+    async with site(world) as s, browserless() as client:
+        await sign_in(client, s.url, world.tokens["alice"])
+        _, masked = await get_text(client, s.url + path)
+        _, history = await get_text(client, f"{s.url}/history")
+        _, revealed = await get_text(client, s.url + path + "?reveal=1")
+    for page in (masked, history):
+        assert secret not in page and "edit-diff" in page
+    assert f"{path}?reveal=1" in masked  # the page offers to reveal it
+    assert secret in revealed.split('<figure class="block diff edit-diff">')[1]

@@ -324,19 +324,21 @@ def masked(task: Task) -> Task:
         error=mask_value(task.error),
         resolution=mask_value(task.resolution),
         why=mask_text(task.why),
+        approved_input=mask_value(task.approved_input),  # an edit can hold a secret too
+        reviewed_input=mask_value(task.reviewed_input),
     )
+
+
+_MASKED = (
+    "tool_input", "effect_profile", "error", "resolution", "why", "approved_input",
+    "reviewed_input",
+)  # fmt: skip
 
 
 def masks_something(task: Task) -> bool:
     """Whether masking changes anything the page shows of the task (so a Reveal is offered)."""
     shown = masked(task)
-    return (shown.tool_input, shown.effect_profile, shown.error, shown.resolution, shown.why) != (
-        task.tool_input,
-        task.effect_profile,
-        task.error,
-        task.resolution,
-        task.why,
-    )
+    return any(getattr(shown, part) != getattr(task, part) for part in _MASKED)
 
 
 def masked_event(event: Event) -> Event:
