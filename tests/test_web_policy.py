@@ -296,10 +296,13 @@ async def test_an_edited_command_reaches_the_task_and_the_pages_say_edited(world
         assert task.state == "granted"
         assert task.approved_input == {"command": "rm -rf build/cache\n", "timeout": 5}
         assert task.tool_input == {"command": "rm -rf build", "timeout": 5}
-        # The decision's page and history say it was edited, with the diff of the command.
+        # The decision's page (its ending and its history), the run's timeline and history say it
+        # was edited, with the diff of the command.
         _, ended = await get_text(client, s.url + page_url)
         _, history = await get_text(client, f"{s.url}/history")
-        for shown in (ended.split('class="ending tone-')[1], history):
+        _, run_page = await get_text(client, f"{s.url}/runs/{run_id}")
+        timeline = ended.split('class="timeline"')[1]
+        for shown in (ended.split('class="ending tone-')[1], history, timeline, run_page):
             diff = shown.split('<figure class="block diff edit-diff">')[1].split("</figure>")[0]
             assert "edited" in diff
             assert '<span class="tx">-rm -rf build</span>' in diff
