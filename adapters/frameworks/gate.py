@@ -406,10 +406,10 @@ class Gate:
             raise Failure(f"approvalbot is unreachable at {where}: {detail}") from error
         except Failure:
             raise
-        except (
-            Exception
-        ) as error:  # an answer we cannot read (a proxy's page), a bad URL: never raise
-            log.warning("approvalbot call failed: %s", type(error).__name__, exc_info=True)
+        # Anything else (an answer we cannot read, a URL aiohttp refuses) still never raises. The
+        # log has the type only: an exception's text may carry its URL, credentials too.
+        except Exception as error:
+            log.warning("approvalbot call failed: %s", type(error).__name__)
             raise Failure(f"approvalbot could not be asked ({type(error).__name__})") from error
         return None if task.parked else task
 
