@@ -28,6 +28,7 @@ from tests.frameworks_harness import (
     keywords,
     load_example,
     needs_editing,
+    next_decision,
     with_person,
 )
 from tests.http_harness import Served
@@ -311,3 +312,27 @@ async def test_an_edited_input_is_what_runs(api: Served, alice: sdk.Workspace) -
     )
     assert tool_messages(out)["deploy"].content == "deployed staging"
     assert tools.ran == [("deploy", {"env": "staging"})]
+
+
+async def test_a_stopped_run_runs_nothing_and_says_so(api: Served, alice: sdk.Workspace) -> None:
+    """A person stops the thread's run while a call waits: that call, and every later one of
+    the thread, comes back as a ToolMessage saying why; nothing runs, the agent finishes."""
+    tools = Tools()
+    middleware = ApprovalMiddleware(**keywords(api))
+
+    async def stop_the_run() -> None:
+        decision = await next_decision(alice)
+        await alice.runs.run(decision.run_id).stop()
+
+    graph = agent(calls(("deploy", {"env": "prod"})), tools, middleware)
+    out = await with_person(graph.ainvoke({"messages": [("user", "ship")]}, thread("st1")),
+                            stop_the_run)  # fmt: skip
+    stopped = tool_messages(out)["deploy"]
+    assert stopped.status == "error"
+    assert str(stopped.content).startswith("deploy was not run: the approvalbot run was stopped")
+    graph = agent(calls(("lookup", {"name": "x"})), tools, middleware)
+    out = await asyncio.to_thread(graph.invoke, {"messages": [("user", "go")]}, thread("st1"))
+    later = tool_messages(out)["lookup"]
+    assert later.status == "error" and str(later.content).startswith("lookup was not run:")
+    assert "stopped" in str(later.content)
+    assert tools.ran == []
