@@ -191,6 +191,24 @@ async def test_an_edited_input_is_the_updated_input(api: Served, alice: sdk.Work
     assert result == PermissionResultAllow(updated_input={"command": "make deploy ENV=staging"})
 
 
+@needs_editing
+async def test_an_edit_that_is_not_an_input_object_is_denied(
+    api: Served, alice: sdk.Workspace
+) -> None:
+    """Edited to a bare string: allowing would run the proposed input, which was not approved."""
+    callback = can_use_tool(**keywords(api))
+    person = Person(alice)
+    result = await person_meanwhile(
+        callback("Bash", {"command": "make deploy"}, context("toolu_s")),
+        lambda: person.approve_edited("make deploy ENV=staging"),
+    )
+    assert result == PermissionResultDeny(
+        message="Bash was not run: approved by alice with an edited input that is not a set of "
+        'arguments ("make deploy ENV=staging")',
+        interrupt=False,
+    )
+
+
 async def test_nobody_deciding_runs_nothing(api: Served, alice: sdk.Workspace) -> None:
     """`wait` ran out, or the service's deadline passed: denied, with why."""
     waited = can_use_tool(**keywords(api), wait=0.2)

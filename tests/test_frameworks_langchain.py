@@ -314,6 +314,28 @@ async def test_an_edited_input_is_what_runs(api: Served, alice: sdk.Workspace) -
     assert tools.ran == [("deploy", {"env": "staging"})]
 
 
+@needs_editing
+async def test_an_edit_that_is_not_arguments_runs_nothing(
+    api: Served, alice: sdk.Workspace
+) -> None:
+    """The person approves the call edited to a bare string: the tool cannot take that, and the
+    proposed input was not what they approved, so nothing runs and the model reads why."""
+    tools = Tools()
+    graph = agent(calls(("deploy", {"env": "prod"})), tools, ApprovalMiddleware(**keywords(api)))
+    person = Person(alice)
+    out = await with_person(
+        asyncio.to_thread(graph.invoke, {"messages": [("user", "ship")]}, thread("ed2")),
+        lambda: person.approve_edited("staging"),
+    )
+    refused = tool_messages(out)["deploy"]
+    assert refused.status == "error"
+    assert refused.content == (
+        "deploy was not run: approved by alice with an edited input that is not a set of "
+        'arguments ("staging")'
+    )
+    assert tools.ran == []
+
+
 async def test_a_stopped_run_runs_nothing_and_says_so(api: Served, alice: sdk.Workspace) -> None:
     """A person stops the thread's run while a call waits: that call, and every later one of
     the thread, comes back as a ToolMessage saying why; nothing runs, the agent finishes."""

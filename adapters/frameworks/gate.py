@@ -342,6 +342,15 @@ class Gate:
         edited = approved_input(task)
         who = f"approved by {task.resolved_by}" if task.resolved_by else "allowed by rule"
         if edited is not None and edited != tool_input:
+            if not isinstance(edited, dict):
+                # Every framework's tool takes an object of arguments: an edit to anything else
+                # cannot be run, and running the proposed input instead was not approved.
+                shown = json.dumps(edited, ensure_ascii=False, default=str)
+                return Outcome(
+                    False,
+                    f"{tool} was not run: {who} with an edited input that is not a set of "
+                    f"arguments ({shown})",
+                )
             return Outcome(True, f"{who}, with an edited input", edited, edited=True)
         return Outcome(True, who, tool_input)
 
