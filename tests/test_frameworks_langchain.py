@@ -301,6 +301,28 @@ async def test_hitl_interrupts_of_a_checkpointed_graph_are_resolved(
     assert (status, run["title"]) == (200, f"LangChain · thread hitl-{mode}")
 
 
+async def test_a_hitl_tool_that_takes_no_reject_is_refused_with_respond(api: Served) -> None:
+    """A tool configured `allowed_decisions=["approve", "respond"]`: the rules' refusal goes
+    back as a `respond` (a `reject` would make the middleware raise and end the agent run)."""
+    tools = Tools()
+    gated: dict[str, Any] = {"drop_table": {"allowed_decisions": ["approve", "respond"]}}
+    hitl = HumanInTheLoopMiddleware(interrupt_on=gated)
+    graph = create_agent(
+        ScriptedChatModel(messages=calls(("drop_table", {"table": "users"}))),
+        tools.all,
+        middleware=[hitl],
+        checkpointer=InMemorySaver(),
+    )
+    config = thread("hitl-respond")
+    paused = await graph.ainvoke({"messages": [("user", "go")]}, config)
+    resume = await resolve_hitl(paused["__interrupt__"], config, **keywords(api))
+    out = await graph.ainvoke(resume, config)
+    assert tool_messages(out)["drop_table"].content == (
+        f"drop_table was not run: denied by the approval rules: {NO_DROPS}"
+    )
+    assert tools.ran == []
+
+
 @needs_editing
 async def test_an_edited_input_is_what_runs(api: Served, alice: sdk.Workspace) -> None:
     tools = Tools()

@@ -18,6 +18,7 @@ approvalbot and returns the `Command` to resume with (approve, edit, or reject w
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Sequence
 from typing import Any
 
@@ -220,9 +221,22 @@ def hitl_decision(name: str, outcome: Outcome, allowed: list[str]) -> dict[str, 
     if outcome.allowed and "edit" in allowed:
         return {"type": "edit", "edited_action": {"name": name, "args": outcome.tool_input}}
     if outcome.allowed:  # edited, but this tool takes no edits: tell the model the approved input
-        return {"type": "reject", "message": f"{outcome.message}: call {name} with "
-                f"exactly these arguments: {outcome.tool_input!r}"}  # fmt: skip
-    return {"type": "reject", "message": outcome.message}
+        edited = json.dumps(outcome.tool_input, ensure_ascii=False, sort_keys=True, default=str)
+        return hitl_refusal(
+            f"{name} was not run as asked: {outcome.message}. Call {name} again with exactly "
+            f"these arguments: {edited}",
+            allowed,
+        )
+    return hitl_refusal(outcome.message, allowed)
+
+
+def hitl_refusal(message: str, allowed: list[str]) -> dict[str, Any]:
+    """A call not to run, in a decision type the tool's config allows: `reject`, else `respond`
+    (the model reads the message either way). A tool that allows neither cannot be refused:
+    `reject` then, which the middleware refuses loudly rather than running the call."""
+    if "reject" not in allowed and "respond" in allowed:
+        return {"type": "respond", "message": message}
+    return {"type": "reject", "message": message}
 
 
 def hitl_resume(
