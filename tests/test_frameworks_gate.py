@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from adapters.frameworks import gate as gate_module
 from adapters.frameworks.gate import CLOSED, Outcome, Target, find_target, gate_for, shown_url
 from adapters.http import client as sdk
 from tests.frameworks_harness import alice, closed_port, framework_fixtures, keywords
@@ -134,3 +135,21 @@ def test_a_process_that_never_closes_its_gates_exits_cleanly(tmp_path: Path) -> 
     )
     assert (done.returncode, done.stdout.strip()) == (0, "False")
     assert "Unclosed" not in done.stderr, done.stderr
+
+
+@on_the_loop
+async def test_a_gate_remembers_a_bounded_number_of_sessions(
+    api: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The least recently used session is forgotten first; a forgotten one declares anew."""
+    monkeypatch.setattr(gate_module, "MAX_SESSIONS", 2)
+    gate = gate_for(find_target(**keywords(api)), "gate-bound")
+    for session in ("a", "b"):
+        assert (await gate.decide(session, "lookup", {"q": session})).allowed
+    first_a = gate.run_id("a")
+    assert (await gate.decide("a", "lookup", {"q": "again"})).allowed  # "a" used last now
+    assert (await gate.decide("c", "lookup", {"q": "c"})).allowed
+    assert gate.run_id("b") is None and gate.run_id("a") == first_a and gate.run_id("c")
+    assert (await gate.decide("b", "lookup", {"q": "b"})).allowed
+    assert gate.run_id("b") is not None and gate.run_id("a") is None
+    await asyncio.to_thread(gate.close)

@@ -23,6 +23,7 @@ import logging
 import os
 import re
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Coroutine, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -38,6 +39,9 @@ T = TypeVar("T")
 
 DEFAULT_URL = "http://127.0.0.1:8787"
 DEFAULT_WORKSPACE = "default"
+# Sessions whose run a gate remembers: a server making a LangChain thread or an Agents SDK run
+# per request would otherwise grow the map for ever; one idle that long declares a new run.
+MAX_SESSIONS = 10_000
 ASK_TOOL = "ask"  # the tool name questions go under (SPEC: a task of kind `ask`)
 _KEY = re.compile(r"^[A-Za-z0-9._:~-]{1,150}$")
 
@@ -214,7 +218,7 @@ class Gate:
         self.title = title
         self._loop: _Loop | None = None
         self._client: Client | None = None
-        self._runs: dict[Hashable, Run] = {}
+        self._runs: OrderedDict[Hashable, Run] = OrderedDict()  # oldest used first
         self._declaring: asyncio.Lock | None = None
         self._started = threading.Lock()
 
@@ -425,6 +429,7 @@ class Gate:
     async def _run(self, session: Hashable, title: str | None) -> Run:
         found = self._runs.get(session)
         if found is not None:
+            self._runs.move_to_end(session)
             return found
         if not self.target.token:
             raise Failure(
@@ -440,6 +445,8 @@ class Gate:
                 runs = self._client.workspace(self.target.workspace).runs
                 found = await runs.declare(profile=self.target.profile, title=title or self.title)
                 self._runs[session] = found
+                while len(self._runs) > MAX_SESSIONS:  # a long-lived process: forget the oldest
+                    self._runs.popitem(last=False)
                 log.info("declared run %s (%s)", found.id, title or self.title)
             return found
 
