@@ -23,6 +23,7 @@ import logging
 import os
 import re
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Coroutine, Hashable, Mapping
 from dataclasses import dataclass, field
@@ -221,6 +222,7 @@ class Gate:
         self._runs: OrderedDict[Hashable, Run] = OrderedDict()  # oldest used first
         self._declaring: asyncio.Lock | None = None
         self._started = threading.Lock()
+        _every_gate.add(self)  # closed at exit, even one a bridge kept after `close_gates`
 
     # entry points: `decide`/`ask` from any event loop, `decide_sync`/`ask_sync` from threads --
     async def decide(
@@ -472,6 +474,7 @@ def _unasked(why: str) -> Answer:
 
 
 _gates: dict[tuple[Target, str], Gate] = {}
+_every_gate: weakref.WeakSet[Gate] = weakref.WeakSet()
 _gates_lock = threading.Lock()
 
 
@@ -495,6 +498,11 @@ def close_gates() -> None:
         gate.close()
 
 
+def _close_at_exit() -> None:
+    for gate in list(_every_gate):
+        gate.close()
+
+
 # A process that ends without `close_gates` still closes its connections (no "Unclosed client
 # session" at exit); atexit runs after the non-daemon threads, while the loop thread still runs.
-atexit.register(close_gates)
+atexit.register(_close_at_exit)
