@@ -14,7 +14,15 @@ from pathlib import Path
 import pytest
 
 from adapters.frameworks import gate as gate_module
-from adapters.frameworks.gate import CLOSED, Outcome, Target, find_target, gate_for, shown_url
+from adapters.frameworks.gate import (
+    CLOSED,
+    Answer,
+    Outcome,
+    Target,
+    find_target,
+    gate_for,
+    shown_url,
+)
 from adapters.http import client as sdk
 from tests.frameworks_harness import alice, closed_port, framework_fixtures, keywords
 from tests.frameworks_harness import next_decision as parked_decision
@@ -154,4 +162,21 @@ async def test_a_gate_remembers_a_bounded_number_of_sessions(
     assert gate.run_id("b") is None and gate.run_id("a") == first_a and gate.run_id("c")
     assert (await gate.decide("b", "lookup", {"q": "b"})).allowed
     assert gate.run_id("b") is not None and gate.run_id("a") is None
+    await asyncio.to_thread(gate.close)
+
+
+@on_the_loop
+async def test_a_call_reaching_a_loop_that_is_stopping_ends_not_run(api: Served) -> None:
+    """The race of a call with `close` from another thread, made certain: the call finds the
+    loop it was handed already stopping. It ends "not run" (not a hang, not an exception)."""
+    gate = gate_for(find_target(**keywords(api)), "gate-stopping")
+    stopping = gate._loop_started()
+    await asyncio.to_thread(stopping.stop, asyncio.sleep(0))
+    assert gate._loop is stopping  # as a caller that fetched it just before `close` sees it
+    assert await asyncio.to_thread(gate.decide_sync, "s", "lookup", {}) == Outcome(
+        False, f"lookup was not run: {CLOSED}"
+    )
+    assert await gate.ask("s", "?") == Answer(False, f"the question was not asked: {CLOSED}")
+    gate.close()
+    assert (await gate.decide("s", "lookup", {"q": "after"})).allowed  # a new loop
     await asyncio.to_thread(gate.close)

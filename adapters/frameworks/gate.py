@@ -161,6 +161,10 @@ def approved_input(task: m.TaskOut) -> Any:
     return getattr(task, "approved_input", None)
 
 
+class _Closed(Exception):
+    """The loop is stopping: it takes no new work."""
+
+
 class _Loop:
     """The private event loop the client lives on."""
 
@@ -169,13 +173,24 @@ class _Loop:
         self.thread = threading.Thread(
             target=self.loop.run_forever, name="approvalbot-bridge", daemon=True
         )
+        self._closing = False
+        self._scheduling = threading.Lock()
         self.thread.start()
 
+    def _schedule(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        """Work for the loop, unless it is stopping: work scheduled once `stop` began would
+        never run, and its caller would wait for ever."""
+        with self._scheduling:
+            if self._closing:
+                coro.close()
+                raise _Closed
+            return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
     def submit(self, coro: Coroutine[Any, Any, T]) -> asyncio.Future[T]:
-        return asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self.loop))
+        return asyncio.wrap_future(self._schedule(coro))
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+        return self._schedule(coro).result()
 
     def on_own_thread(self) -> bool:
         return threading.current_thread() is self.thread
@@ -183,6 +198,11 @@ class _Loop:
     def stop(self, last: Coroutine[Any, Any, None]) -> None:
         """End every call still waiting (their callers read "not run"), run `last` (closing the
         client), then stop the loop and its thread."""
+        with self._scheduling:  # what was scheduled before is cancelled below; nothing after
+            already, self._closing = self._closing, True
+        if already:
+            last.close()
+            return
         if self.on_own_thread():  # blocking here would wait on ourselves: finish in the background
             caller = asyncio.current_task(self.loop)
             self.loop.create_task(self._wind_down(last, caller)).add_done_callback(
@@ -306,7 +326,10 @@ class Gate:
 
     async def _on_loop(self, work: Coroutine[Any, Any, T], ended: Callable[[str], T]) -> T:
         """`work` on the private loop, awaited from the caller's loop (which may be it)."""
-        future = self._loop_started().submit(work)
+        try:
+            future = self._loop_started().submit(work)
+        except _Closed:
+            return ended(CLOSED)
         try:
             return await asyncio.shield(future)
         except asyncio.CancelledError:
@@ -325,7 +348,7 @@ class Gate:
             return ended("a sync entry point was called on the bridge's own event loop")
         try:
             return loop.run(work)
-        except concurrent.futures.CancelledError:
+        except (concurrent.futures.CancelledError, _Closed):
             return ended(CLOSED)
 
     async def _decide(
