@@ -224,8 +224,10 @@ def body_for(path: str) -> bytes:
 async def test_impossible_identifiers_are_404_before_sql(api: Served) -> None:
     params = await scene(api)
     before = await snapshot(api, [params["executor"]])
-    real = {"ws": api.ws, "run": params["run"], "key": "k1", "executor": params["executor"]}
-    for name, who in (("ws", "agent"), ("run", "agent"), ("key", "alice"), ("executor", "agent")):
+    real = {"ws": api.ws, "run": params["run"], "key": "k1", "executor": params["executor"],
+            "rule": "lrn_0123456789abcdef"}  # fmt: skip
+    for name, who in (("ws", "agent"), ("run", "agent"), ("key", "alice"), ("executor", "agent"),
+                      ("rule", "alice")):  # fmt: skip
         for method, path in routes_with(name):
             who_here = "alice" if path.endswith(("/approve", "/deny", "/resolution", "/retry",
                                                  "/abandon")) else who  # fmt: skip
@@ -417,7 +419,8 @@ async def test_openapi_states_what_identifiers_may_contain(api: Served) -> None:
     params = await scene(api)
     async with api.session.get(api.url + "/openapi.json") as response:
         doc = await response.json()
-    real = {"ws": api.ws, "run": params["run"], "key": "k1", "executor": params["executor"]}
+    real = {"ws": api.ws, "run": params["run"], "key": "k1", "executor": params["executor"],
+            "rule": "lrn_0123456789abcdef"}  # fmt: skip
     seen = set()
     for path, operations in doc["paths"].items():
         for operation in operations.values():
@@ -433,7 +436,7 @@ async def test_openapi_states_what_identifiers_may_contain(api: Served) -> None:
                     seen.add(name)
                 elif parameter["name"] == "run_id":
                     assert re.fullmatch(parameter["schema"]["pattern"][1:-1], params["run"])
-    assert seen == {"ws", "run", "key", "executor"}
+    assert seen == {"ws", "run", "key", "executor", "rule"}
     # the body models document the same alphabets the paths are checked against
     schemas = doc["components"]["schemas"]
     assert schemas["TaskIn"]["properties"]["key"]["anyOf"][0]["pattern"] == ids.KEY
