@@ -170,6 +170,40 @@ async def test_many_approvers_and_a_denier_at_once_end_it_exactly_once(api: Serv
         assert len(endings) == round_ + 1  # one ending per decision, never two
 
 
+async def test_two_racing_for_the_last_slot_and_one_member_twice_at_once(api: Served) -> None:
+    """Each review reads and writes the count under the run's lock (PostgreSQL runs READ
+    COMMITTED): two people racing for the last approval end it once, and the log names only
+    the one who counted; one person pressing twice at once is counted once."""
+    await team(api, "cleo")
+    run_id = await declare(api, approval_requirements=[{"tool": "deploy", "approvals": 2}])
+    for round_ in range(4):
+        key = f"last{round_}"
+        await park(api, run_id, key)
+        assert (await review(api, "alice", run_id, key))[0] == 200
+        racers = ["bob", "cleo"] if round_ % 2 else ["cleo", "bob"]
+        answers = await asyncio.gather(*(review(api, who, run_id, key) for who in racers))
+        won = [(who, b) for who, (s, b) in zip(racers, answers, strict=True) if s == 200]
+        lost = [b["error"]["code"] for s, b in answers if s != 200]
+        assert len(won) == 1 and lost == ["already_decided"], answers
+        winner, ended = won[0]
+        assert (ended["state"], ended["resolved_by"]) == ("granted", winner)
+        assert given(ended) == ["alice", winner]
+        actions = [(a, who) for a, who in await log_actions(api, run_id)]
+        mine = actions[-3:]
+        assert mine == [("parked", "agent"), ("reviewed", "alice"), ("approved", winner)]
+
+        twice = f"twice{round_}"
+        await park(api, run_id, twice)
+        answers = await asyncio.gather(*(review(api, "alice", run_id, twice) for _ in range(3)))
+        assert sorted(s for s, _ in answers) == [200, 409, 409], answers
+        assert {b["error"]["code"] for s, b in answers if s == 409} == {"already_reviewed"}
+        status, read = await api.call("GET", f"/runs/{run_id}/tasks/{twice}", "agent")
+        assert (read["state"], given(read)) == ("needs_approval", ["alice"])
+        assert (await log_actions(api, run_id))[-1] == ("reviewed", "alice")
+        status, done = await review(api, "bob", run_id, twice)
+        assert (status, done["state"], given(done)) == (200, "granted", ["alice", "bob"])
+
+
 async def test_the_person_a_run_acts_for_cannot_approve_its_calls(api: Served) -> None:
     run_id = await declare(api, on_behalf_of="alice", forbid_self_approval=True)
     status, run = await api.call("GET", f"/runs/{run_id}", "agent")
