@@ -347,6 +347,23 @@ async def test_an_edit_restarts_the_count_on_the_edited_input(api: Served) -> No
     assert entries[3]["detail"] == {"tool_input": PROD, "approved_input": edit}
 
 
+async def test_sending_the_proposed_input_back_undoes_the_edit(api: Served) -> None:
+    """An approver who sends the call's own input while the count is for someone's edit
+    approves the call as proposed: their approval never counts toward the edit."""
+    await team(api, "cleo")
+    run_id = await declare(api, approval_requirements=[{"tool": "deploy", "approvals": 2}])
+    await park(api, run_id, "d1")
+    edit = {"env": "prod", "service": "web", "canary": True}
+    status, edited = await review(api, "bob", run_id, "d1", body={"tool_input": edit})
+    assert (status, edited["approved_input"]) == (200, edit)
+    status, undone = await review(api, "alice", run_id, "d1", body={"tool_input": PROD})
+    assert (status, undone["state"], given(undone)) == (200, "needs_approval", ["alice"])
+    assert undone["approved_input"] is None
+    status, done = await review(api, "cleo", run_id, "d1")
+    assert (status, done["state"], done["resolved_by"]) == (200, "granted", "cleo")
+    assert (done["approved_input"], given(done)) == (None, ["alice", "cleo"])
+
+
 async def test_who_may_still_approve_and_a_retry_counts_anew(api: Served) -> None:
     """The chat surfaces' "who may still approve" leaves out who approved and the person the
     run acts for; a decision asked again after it expired needs the whole count again."""

@@ -89,6 +89,7 @@ class Quorum(Learning):
         via: str,
         now: datetime,
         approved_input: Any,
+        as_proposed: bool = False,
     ) -> tuple[Task | None, Any]:
         """Record one person's review of a parked call. Returns the task, still parked, with
         its new count when an approval was counted without completing the quorum; else None
@@ -97,7 +98,9 @@ class Quorum(Learning):
         Refusals are raised before anything is written: self-approval (403), a member no
         requirement counts (403, either verdict: the groups name who reviews such a call),
         the same member again (409). An edit under a quorum restarts the count on the edited
-        input: the other approvals are superseded and the editor's counts first."""
+        input: the other approvals are superseded and the editor's counts first. `as_proposed`
+        (the person sent the call's own input while the count is for an edit) restarts it on
+        the proposed input likewise: their approval never counts for an edit they undid."""
         if verdict == "approve" and run.forbid_self_approval and run.on_behalf_of == principal.name:
             raise ApprovalError(
                 quorum.SELF_APPROVAL_FORBIDDEN,
@@ -105,8 +108,12 @@ class Quorum(Learning):
                 403,
             )
         current = task.reviewed_input  # the edited input the count is for (None: the call's)
-        edited = approved_input is not None and approved_input != current
-        reviewed = approved_input if edited else current
+        if approved_input is not None:
+            edited = approved_input != current
+            reviewed = approved_input if edited else current
+        else:
+            edited = as_proposed and current is not None
+            reviewed = None if as_proposed else current
         call_input = task.tool_input if reviewed is None else reviewed
         found = quorum.matching(run.approval_requirements, run.aliases, task.tool_name, call_input)
         under = bool(found) or task.approvals_given is not None
@@ -152,7 +159,8 @@ class Quorum(Learning):
         )
         detail: dict[str, Any] = {"approvals": len(given), "required": required}
         if edited:
-            detail |= {"tool_input": task.tool_input, "approved_input": reviewed}
+            proposed = task.tool_input if reviewed is None else reviewed
+            detail |= {"tool_input": task.tool_input, "approved_input": proposed}
             if task.approvals_given:  # earlier approvals were for another input
                 detail["count_restarted"] = True
         await tx.add_log([log_entry(run, counted, "reviewed", principal, via, detail, at=now)])

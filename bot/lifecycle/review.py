@@ -76,12 +76,18 @@ class Reviews(Quorum):
                 raise already_decided(task)
             # Both checked before anything is written: a refusal leaves the task parked.
             approved_input = self._approved_input(run, task, tool_input)
-            edit = task.reviewed_input if approved_input is None else approved_input
+            # The call's own input sent back undoes a quorum's edit (bot/lifecycle/quorum.py).
+            as_proposed = tool_input is not UNEDITED and approved_input is None
+            edit = (
+                task.reviewed_input
+                if approved_input is None and not as_proposed
+                else approved_input
+            )
             rule = self._rule_to_learn(run, task, allow, edit)
             # Counted (or refused: 403/409) by bot/lifecycle/quorum.py; under a quorum the
             # input approved is the one the count is for (an edit restarts it).
             counted, approved_input = await self._count_review(
-                tx, run, task, principal, verdict, reason, via, now, approved_input
+                tx, run, task, principal, verdict, reason, via, now, approved_input, as_proposed
             )
             if counted is not None:  # an approval counted toward a quorum not yet met
                 if rule is not None:
