@@ -122,19 +122,21 @@ def tighten(
             422,
         )
     merged = [dict(r) for r in base]
+    # Only the base's count binds: two of the run's own with one selector keep the larger.
+    based = {_selector(r): int(r["approvals"]) for r in base}
     for index, requirement in enumerate(extra or ()):
-        same = [i for i, r in enumerate(merged) if _selector(r) == _selector(requirement)]
-        if not same:
-            merged.append(dict(requirement))
-            continue
-        have = merged[same[0]]["approvals"]
-        if requirement["approvals"] < have:
+        have = based.get(_selector(requirement))
+        if have is not None and requirement["approvals"] < have:
             raise ApprovalError(
                 errors.APPROVAL_WIDENING,
                 f"{_at(index)}.approvals: fewer than the {have} the profile asks for",
                 422,
             )
-        merged[same[0]] = dict(requirement)
+        same = [i for i, r in enumerate(merged) if _selector(r) == _selector(requirement)]
+        if not same:
+            merged.append(dict(requirement))
+        elif requirement["approvals"] >= merged[same[0]]["approvals"]:
+            merged[same[0]] = dict(requirement)
     return merged, bool(base_forbid or forbid)
 
 

@@ -267,6 +267,11 @@ async def test_a_run_may_only_tighten_its_profiles(api: Served) -> None:
     parked = await park(api, run["id"], "d1")
     assert parked["approvals"]["required"] == 3
 
+    # Two of the run's own for one selector: the larger counts; only the profile's binds.
+    both = [{"tool": "deploy", "approvals": 4}, {"tool": "deploy", "approvals": 3}]
+    status, run = await api.call("POST", "/runs", "agent", {"approval_requirements": both})
+    assert (status, run["approval_requirements"]) == (201, both[:1]), run
+
     for looser, where in (
         ({"approval_requirements": [{"tool": "deploy", "approvals": 1}]}, "approvals"),
         ({"forbid_self_approval": False}, "forbid_self_approval"),
