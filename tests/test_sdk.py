@@ -226,6 +226,41 @@ async def test_sync_client_and_plain_function_decorator(api: Served, person: sdk
     assert result == ("rotated billing", "eu", "running")
 
 
+async def test_closing_a_sync_client_ends_a_call_another_thread_waits_on(
+    api: Served, person: sdk.Workspace
+) -> None:
+    """close() from one thread while another waits for a person: the waiter is not left
+    blocked on a loop that no longer turns, later use is refused, and closing twice is fine."""
+    import concurrent.futures
+    import threading
+
+    client = SyncClient(api.url, api.token("agent"))
+    # Blocking calls go to threads: the service answers on this test's own loop.
+    run = await asyncio.to_thread(client.workspace(api.ws).runs.declare, approval_mode="ask")
+    outcome: list[BaseException | None] = []
+
+    def waiter() -> None:
+        try:
+            run.call("bash", {"command": "make deploy"})
+            outcome.append(None)
+        except BaseException as error:  # the waiter's own ending is what the test reads
+            outcome.append(error)
+
+    thread = threading.Thread(target=waiter, daemon=True)
+    thread.start()
+    for _ in range(500):
+        if await person.decisions.list():
+            break
+        await asyncio.sleep(0.01)
+    await asyncio.to_thread(client.close)
+    await asyncio.to_thread(thread.join, 10)
+    assert not thread.is_alive()
+    assert len(outcome) == 1 and isinstance(outcome[0], concurrent.futures.CancelledError)
+    await asyncio.to_thread(client.close)  # twice: harmless
+    with pytest.raises(RuntimeError, match="closed"):
+        await asyncio.to_thread(run.get)
+
+
 async def test_feed_reconnects_from_its_last_event_id(api: Served) -> None:
     """The server goes away mid-stream and comes back on the same port: the SDK's feed
     resumes where it stopped, nothing lost and nothing twice."""

@@ -31,20 +31,47 @@ T = TypeVar("T")
 
 
 class _Loop:
-    """An event loop on its own thread; `run` blocks the caller until the coroutine is done."""
+    """An event loop on its own thread; `run` blocks the caller until the coroutine is done.
+
+    `stop` cancels what still runs there first (another thread's long poll), so no caller is
+    left waiting on a loop that no longer turns; work sent after that is refused at once."""
 
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
+        self.stopping = False
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        if self.stopping:
+            coro.close()
+            raise RuntimeError("this SyncClient is closed")
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
 
-    def stop(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(timeout=5)
-        self.loop.close()
+    def stop(self, last: Coroutine[Any, Any, Any] | None = None) -> None:
+        """Cancel what runs, run `last` (the client's close), then stop and close the loop."""
+        if self.stopping:
+            if last is not None:
+                last.close()
+            return
+        self.stopping = True
+
+        async def wind_down() -> None:
+            current = asyncio.current_task()
+            pending = [t for t in asyncio.all_tasks() if t is not current]
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+            if last is not None:
+                await last
+
+        try:
+            asyncio.run_coroutine_threadsafe(wind_down(), self.loop).result(timeout=10)
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join(timeout=5)
+            if not self.thread.is_alive():
+                self.loop.close()
 
 
 class SyncClient:
@@ -56,8 +83,9 @@ class SyncClient:
         return SyncWorkspace(self._loop, self.client.workspace(workspace_id))
 
     def close(self) -> None:
-        self._loop.run(self.client.close())
-        self._loop.stop()
+        """Close the session and the loop. A call another thread still waits on ends with
+        `CancelledError`; closing twice is harmless."""
+        self._loop.stop(self.client.close())
 
     def __enter__(self) -> SyncClient:
         return self

@@ -175,6 +175,8 @@ class Connection:
             fail(str(error), 1)
         except OSError as error:  # connection refused, DNS, …
             fail(f"cannot reach {self.url}: {error}", 1)
+        except ValueError:  # aiohttp's InvalidUrlClientError: no scheme, no host
+            fail(f"{self.url} is not a service URL: give it as http://host:port", 1)
 
     def find(self, client: Client, wanted: str) -> Awaitable[Decision]:
         async def go() -> Decision:
