@@ -68,7 +68,9 @@ async def serve_forever(settings: Settings, ready: asyncio.Event | None = None) 
     # the CLI profile carry the port really listened on.
     first = await bootstrap(core, settings, port)
     url = listen_base(settings, port)
-    click.echo(f"approvalbot: serving on http://{settings.server.host}:{port}")
+    host = settings.server.host
+    bound = f"[{host}]" if ":" in host else host  # an IPv6 address is bracketed in a URL
+    click.echo(f"approvalbot: serving on http://{bound}:{port}")
     click.echo(f"approvalbot: store {store.engine.url.render_as_string(hide_password=True)}")
     note = None
     if first is not None and first.admin_token:
