@@ -4,12 +4,14 @@ rules and edited approvals (bot/lifecycle/learn.py)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
 
 import pytest
 
+from adapters.chat.presses import NOT_APPROVER
 from bot.service import CallSpec, RunSpec
 from store.sql import SqlStore
 from tests.chat_drivers import PLATFORMS, WS, ChatDriver, Handle, Shown, open_driver
@@ -120,6 +122,45 @@ async def test_slacks_modal_learns_the_glob_as_the_person_changed_it(
         async with chat.store.read() as tx:
             [learned] = await tx.learned_rules(WS)
         assert learned.rule["match"] == "git push origin *"
+
+
+async def test_a_long_globs_offer_fits_and_a_secret_in_it_is_never_shown(
+    chat: ChatDriver,
+) -> None:
+    """The glob is as long as the command's first two words: the offer still fits the
+    platform's limits (Telegram's 4096 characters), and one holding a secret is shown masked,
+    never offered for editing in clear (Slack's modal), yet learned as proposed."""
+    word = "x" * 5000
+    await chat.park("k1", tool_input={"command": f"deploy {word} now"})
+    await chat.flush()
+    offered = await chat.offer(chat.decision_in("usual", "deploy"))
+    assert "bash · command matches deploy xxx" in offered.text and "…" in offered.text
+    assert offered.scopes
+
+    token = "ghp_abcdefghijklmnopqrstuvwxyz0123456789"
+    await chat.park("k2", tool_input={"command": f"export GITHUB_TOKEN={token} && make"})
+    await chat.flush()
+    offered = await chat.offer(chat.decision_in("usual", "export"))
+    assert "export GITHUB_TOKEN=" in offered.text and token not in offered.text
+    assert token not in json.dumps(getattr(offered.handle, "view", None))  # Slack's modal
+    notice = await chat.choose(offered, "run")
+    assert notice is not None and notice.startswith("✅ Approved"), notice
+    async with chat.store.read() as tx:
+        [learned] = await tx.learned_rules(WS)
+    assert learned.rule["match"] == f"export GITHUB_TOKEN={token} *"  # as proposed
+
+
+async def test_a_stranger_can_neither_edit_nor_allow(chat: ChatDriver) -> None:
+    await chat.park("k1", **_push("k1", "main"))
+    await chat.flush()
+    decision = chat.decision_in("usual", "git push origin main")
+    for button in ("allow", "edit"):
+        assert await chat.press(decision, button, user="stranger") == NOT_APPROVER
+    offered = await chat.offer(decision)
+    assert await chat.choose(offered, "run", user="stranger") == NOT_APPROVER
+    assert (await chat.task("k1")).parked
+    async with chat.store.read() as tx:
+        assert await tx.learned_rules(WS) == []
 
 
 # edit before approve -------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from bot.rendering import digest_line
 
 SCOPE_ACTIONS = {"allow_run": "run", "allow_profile": "profile"}
 SHOWN_PAST = 5  # past calls listed by name; the count says how many in all
+RULE_SHOWN = 500  # a rule in words: a glob is as long as the command's first words or folder
 _SHELL_KEYS = ("command", "cmd", "script")
 
 
@@ -39,9 +40,13 @@ class Offer:
 
     @property
     def match(self) -> str | None:
-        """The glob a person may change before learning (where the platform can ask)."""
+        """The glob a person may change before learning (where the platform can ask); None
+        when it holds a secret (a chat never shows one, and a masked glob would learn the
+        mask): the proposed glob is then learned as it is, shown masked."""
         value = self.rule.get("match")
-        return value if isinstance(value, str) else None
+        if not isinstance(value, str) or mask_text(value) != value:
+            return None
+        return value
 
     def lines(self) -> list[str]:
         """The offer as plain lines (platforms escape and emphasise them)."""
@@ -62,7 +67,7 @@ def describe_rule(rule: Mapping[str, Any]) -> str:
         text = f"{tool} · {path} matches {match}"
     else:
         text = f"every {tool} call"
-    return mask_text(text)
+    return shorten(mask_text(text), RULE_SHOWN)
 
 
 def offer(task: Task, run: Run, proposal: Proposal, ids: Mapping[str, str]) -> Offer:
