@@ -370,6 +370,19 @@ def render_decision(
         code = render_edit(task.tool_input, task.approved_input)
         who = f" by {mask_text(task.resolved_by)}" if task.resolved_by else ""
         fields.insert(0, Field("Edited", f"approved as edited{who} (diff: proposed → approved)"))
+    elif outcome is None and task.reviewed_input is not None:
+        # Under a quorum the approvals so far are for someone's edit, and Approve approves
+        # it as edited: the next approver must see what they approve.
+        code = render_edit(task.tool_input, task.reviewed_input)
+        given = task.approvals_given or []
+        editor = given[0].get("by") if given and isinstance(given[0], dict) else None
+        who = f" by {mask_text(str(editor))}" if editor else ""
+        fields.insert(
+            0,
+            Field(
+                "Edited", f"edited{who}: Approve approves it as edited (diff: proposed → edited)"
+            ),
+        )
     buttons = (
         ()
         if outcome is not None

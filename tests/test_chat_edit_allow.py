@@ -234,6 +234,30 @@ async def test_a_quorum_counts_approvals_and_stays_open_until_it_is_met(chat: Ch
     assert "Approved by carol" in shown.text and "2 of 2 approvals · alice ✓ carol ✓" in shown.text
 
 
+async def test_under_a_quorum_the_next_approver_sees_the_edit_they_approve(
+    chat: ChatDriver,
+) -> None:
+    run_id = await _quorum_run(chat)
+    await chat.park("k1", run_id=run_id)
+    await chat.flush()
+    decision = chat.decision_in("usual", "make deploy k1")
+    said = await chat.edit(decision, "k1", "make deploy k1 --dry-run")
+    counted = "👍 Your approval counts: 1 of 2 approvals · alice ✓"
+    assert said == (counted if chat.platform == "telegram" else None)  # Slack: modal closed
+    task = await chat.service.get_task(chat.agent, WS, run_id, "k1")
+    assert task.parked and task.reviewed_input == {"command": "make deploy k1 --dry-run"}
+    await chat.flush()
+    shown = await _shows(chat, decision, "1 of 2 approvals · alice ✓")
+    assert shown.has_buttons and "edited by alice: Approve approves it as edited" in shown.text
+    assert "-make deploy k1\n+make deploy k1 --dry-run" in shown.text
+    assert await chat.press(decision, "approve", user="carol") == "✅ Approved"
+    task = await chat.service.get_task(chat.agent, WS, run_id, "k1")
+    assert (task.state, task.approved_input) == ("granted", {"command": "make deploy k1 --dry-run"})
+    await chat.flush()
+    shown = await _ended(chat, decision)
+    assert "approved as edited by carol" in shown.text and "+make deploy k1 --dry-run" in shown.text
+
+
 async def test_a_deny_ends_a_quorum_at_once(chat: ChatDriver) -> None:
     run_id = await _quorum_run(chat)
     await chat.park("k1", run_id=run_id)

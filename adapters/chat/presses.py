@@ -34,10 +34,13 @@ MemberOf = Callable[[str, str], Awaitable[Principal | None]]  # (user id, worksp
 Expand = Callable[[Press, Task], Awaitable[bool]]
 
 
+COUNTED = "👍 Your approval counts"
+
+
 def counted(task: Task, approved: str) -> str:
     """The notice for an approve: `approved`, or under a quorum not met yet, the count."""
     if task.parked:
-        return shorten(f"👍 Your approval counts: {approvals_line(task)}", NOTICE_LENGTH)
+        return shorten(f"{COUNTED}: {approvals_line(task)}", NOTICE_LENGTH)
     return approved
 
 
@@ -254,8 +257,9 @@ class Presses:
         self, user: str, task: Task, action: str, text: str,
         claim: Callable[[], Awaitable[bool]] | None = None,
     ) -> str:  # fmt: skip
-        """Typed text that decides `task` (a deny reason, an answer): the notice to show the
-        person ("" when it decided, or when `claim` says another text took it first)."""
+        """Typed text that decides `task` (a deny reason, an answer, an edit): the notice to
+        show the person ("" when it decided, or when `claim` says another text took it
+        first; an edit a quorum counted without ending says so, starting with COUNTED)."""
         member = await self.member_of(user, task.workspace_id)
         if member is None:
             return NOT_APPROVER
@@ -274,7 +278,8 @@ class Presses:
             if action == "deny_reason":
                 await self.link.service.deny(*where, reason=text, via=self.via)
             elif action == "edit":
-                await self.link.service.approve(*where, tool_input=edited, via=self.via)
+                done = await self.link.service.approve(*where, tool_input=edited, via=self.via)
+                return counted(done, "")  # under a quorum: counted, on the edited input
             else:
                 await self.link.service.resolve(*where, content=text, via=self.via)
         except ApprovalError as error:

@@ -34,7 +34,7 @@ from adapters.chat.context import CoreLink
 from adapters.chat.digests import DigestTuning
 from adapters.chat.pacing import Budget, Limits
 from adapters.chat.port import MessageRef, Press
-from adapters.chat.presses import NOT_APPROVER, question_options
+from adapters.chat.presses import COUNTED, NOT_APPROVER, question_options
 from adapters.chat.records import Delivery
 from adapters.chat.redact import redact_everywhere
 from adapters.chat.routing import Routing
@@ -240,10 +240,12 @@ class SlackAdapter:
         user = str(_obj(body.get("user")).get("id", ""))
         if callback.action == "edit":  # a refused edit is said in the modal, kept open
             notice = await self.presses.on_text(user, task, callback.action, text)
-            if notice:
+            if notice and not notice.startswith(COUNTED):
                 await ack(response_action="errors", errors={TEXT_BLOCK: notice[:150]})
-            else:
-                await ack()
+                return
+            await ack()
+            if notice:  # counted toward a quorum: the modal closes, the count is said
+                await self._tell_about(task.id, user, notice)
             return
         await ack()
         notice = await self.presses.on_text(user, task, callback.action, text)
