@@ -258,6 +258,25 @@ async def test_under_a_quorum_the_next_approver_sees_the_edit_they_approve(
     assert "approved as edited by carol" in shown.text and "+make deploy k1 --dry-run" in shown.text
 
 
+async def test_allow_under_a_quorum_offers_the_rule_of_the_edit_it_would_approve(
+    chat: ChatDriver,
+) -> None:
+    run_id = await _quorum_run(chat)
+    await chat.park("k1", run_id=run_id)
+    await chat.flush()
+    decision = chat.decision_in("usual", "make deploy k1")
+    await chat.edit(decision, "k1", "npm publish --tag next")
+    offered = await chat.offer(decision, user="carol")
+    assert "bash · command matches npm publish *" in offered.text, offered.text
+    notice = await chat.choose(offered, "run", user="carol")
+    assert notice is not None and notice.startswith("✅ Approved"), notice
+    task = await chat.service.get_task(chat.agent, WS, run_id, "k1")
+    assert (task.state, task.approved_input) == ("granted", {"command": "npm publish --tag next"})
+    async with chat.store.read() as tx:
+        [learned] = await tx.learned_rules(WS)
+    assert learned.rule["match"] == "npm publish *"  # what the offer showed
+
+
 async def test_a_deny_ends_a_quorum_at_once(chat: ChatDriver) -> None:
     run_id = await _quorum_run(chat)
     await chat.park("k1", run_id=run_id)

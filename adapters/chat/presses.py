@@ -179,8 +179,10 @@ class Presses:
         run = await self.link.run(task.run_id)
         if run is None:
             return EXPIRED_BUTTON
+        # Under a quorum the approval ends the call as someone edited it, and learns from that.
+        edit = {} if task.reviewed_input is None else {"tool_input": task.reviewed_input}
         proposal = await self.link.service.proposal(
-            member, task.workspace_id, task.run_id, task.key
+            member, task.workspace_id, task.run_id, task.key, **edit
         )
         keys = [(task.id, "allow_run", None)]
         if run.profile is not None:
@@ -210,7 +212,8 @@ class Presses:
             return False, NOT_APPROVER
         if not task.parked:
             return False, self.already(task)
-        proposed = learning.propose(task.tool, task.tool_input, task.origin)
+        call = task.tool_input if task.reviewed_input is None else task.reviewed_input
+        proposed = learning.propose(task.tool, call, task.origin)
         try:
             return True, await self._allow(member, task, scope, offers.with_match(proposed, match))
         except ApprovalError as error:
