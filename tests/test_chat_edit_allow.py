@@ -50,7 +50,8 @@ async def test_allow_like_this_shows_the_rule_and_past_calls_then_learns_it(
 
     offered = await chat.offer(decision)
     assert "bash · command matches git push *" in offered.text
-    assert "It would have allowed 1 past call" in offered.text
+    assert "\nIt would have allowed 1 past call" in offered.text  # a line of its own
+    assert "\n• " in offered.text  # each past call too
     assert "git push origin dev" in offered.text  # the past call, by name
     assert [label.removeprefix("✅ ") for label in offered.scopes] == ["This run"]  # no profile
     assert (await chat.task("k1")).parked  # nothing saved before a scope is chosen

@@ -292,10 +292,11 @@ class SlackPlatform:
             return False
         lines = [fmt.escape(line) for line in offer.lines()]
         rule = "`" + lines[0].replace("`", "'") + "`"  # a glob's * must not read as bold
+        # One line per part (shorten folds newlines: only when Slack's 3000 would cut it).
         text = "\n".join(["*Allow calls like this from now on?*", rule, *lines[1:]])
+        text = text if len(text) <= 3000 else shorten(text, 3000)
         blocks: list[dict[str, Any]] = [
-            {"type": "section", "block_id": "rule",
-             "text": {"type": "mrkdwn", "text": shorten(text, 3000)}},
+            {"type": "section", "block_id": "rule", "text": {"type": "mrkdwn", "text": text}},
         ]  # fmt: skip
         if offer.match is not None and len(offer.match) <= 3000:
             blocks.append({
