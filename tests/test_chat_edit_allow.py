@@ -278,6 +278,20 @@ async def test_allow_under_a_quorum_offers_the_rule_of_the_edit_it_would_approve
     assert learned.rule["match"] == "npm publish *"  # what the offer showed
 
 
+async def test_slacks_edit_under_a_quorum_starts_from_the_edit_being_counted(
+    store: SqlStore,
+) -> None:
+    async with open_driver("slack", store) as chat:
+        run_id = await _quorum_run(chat)
+        await chat.park("k1", run_id=run_id)
+        await chat.flush()
+        decision = chat.decision_in("usual", "make deploy k1")
+        assert await chat.edit(decision, "k1", "make deploy k1 --dry-run") is None
+        prompt = await chat.ask_for_text(decision, "edit", "carol")
+        [block] = prompt.view["blocks"]
+        assert block["element"]["initial_value"] == "make deploy k1 --dry-run"
+
+
 async def test_a_deny_ends_a_quorum_at_once(chat: ChatDriver) -> None:
     run_id = await _quorum_run(chat)
     await chat.park("k1", run_id=run_id)

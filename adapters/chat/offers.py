@@ -93,6 +93,12 @@ def with_match(rule: Mapping[str, Any], match: str | None) -> dict[str, Any] | N
 
 
 # edits -----------------------------------------------------------------------------------------
+def input_to_edit(task: Task) -> Any:
+    """The input an edit starts from: under a quorum, the edit the approvals so far are for
+    (what the card shows and a plain Approve approves), else the call as proposed."""
+    return task.tool_input if task.reviewed_input is None else task.reviewed_input
+
+
 def edit_key(tool_input: Any) -> str | None:
     """The key holding the call's command, when there is one: an edit then replaces it."""
     if isinstance(tool_input, dict):

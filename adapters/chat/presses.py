@@ -271,7 +271,7 @@ class Presses:
         edited: Any = None
         if action == "edit":
             try:
-                edited = offers.edited_input(task.tool_input, text)
+                edited = offers.edited_input(offers.input_to_edit(task), text)
             except offers.EditUnreadable as error:
                 return str(error)
         if claim is not None and not await claim():

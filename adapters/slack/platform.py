@@ -24,7 +24,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.chat.context import CoreLink
-from adapters.chat.offers import Offer, edit_start
+from adapters.chat.offers import Offer, edit_start, input_to_edit
 from adapters.chat.pacing import Budget
 from adapters.chat.port import (
     MessageRef,
@@ -258,7 +258,7 @@ class SlackPlatform:
             "max_length": 3000 if action == "edit" else 2000,
         }  # fmt: skip
         if action == "edit":
-            label, start = edit_start(task.tool_input)
+            label, start = edit_start(input_to_edit(task))
             if start and len(start) <= 3000:
                 element["initial_value"] = start
         view = {

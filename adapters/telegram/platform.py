@@ -14,7 +14,7 @@ from telegram import CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup, 
 from telegram.error import BadRequest, Forbidden
 
 from adapters.chat.context import CoreLink
-from adapters.chat.offers import Offer, edit_key
+from adapters.chat.offers import Offer, edit_key, input_to_edit
 from adapters.chat.port import MessageRef, Notice, Page, Place, Post, Press, Unreachable
 from adapters.telegram.calls import TelegramCalls
 from adapters.telegram.format import card_html, digest_buttons, digest_html, esc, keyboard
@@ -184,7 +184,7 @@ class TelegramPlatform:
         who = f'<a href="tg://user?id={press.user}">{esc(press.user_name or "you")}</a>'
         template, placeholder = _PROMPTS[action]
         what = "this question" if task.kind == "ask" else f"<b>{esc(task.tool)}</b>"
-        kind = "command" if edit_key(task.tool_input) is not None else "input (JSON)"
+        kind = "command" if edit_key(input_to_edit(task)) is not None else "input (JSON)"
         prompt = await self.calls.send(
             int(press.message.chat), template.format(who=who, what=what, input=kind),
             reply_to=int(press.message.id), force_reply=placeholder.format(input=kind)[:64],
