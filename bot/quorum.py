@@ -167,6 +167,23 @@ def matching(
     return [requirements[i] for i in verdict.matched]
 
 
+def matching_edit(
+    requirements: Sequence[Mapping[str, Any]],
+    aliases: Mapping[str, str],
+    tool_name: str,
+    proposed: Any,
+    edited: Any,
+) -> list[Mapping[str, Any]]:
+    """The requirements an edited call must meet: those of the call as proposed and those of
+    the edit. An edit never loosens a quorum: one person rewording `git push …` so that no
+    requirement matches it any more (a leading space) must not approve it alone."""
+    found = matching(requirements, aliases, tool_name, proposed)
+    if edited is None:
+        return found
+    more = matching(requirements, aliases, tool_name, edited)
+    return [*found, *(r for r in more if all(r is not f for f in found))]
+
+
 def required(found: Sequence[Mapping[str, Any]]) -> int:
     """How many approvals the task asks for at least (the largest matching requirement's)."""
     return max((int(r["approvals"]) for r in found), default=1)

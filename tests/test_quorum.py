@@ -369,6 +369,22 @@ async def test_sending_the_proposed_input_back_undoes_the_edit(api: Served) -> N
     assert (done["approved_input"], given(done)) == (None, ["alice", "cleo"])
 
 
+async def test_an_edit_never_escapes_the_quorum_of_the_call_as_proposed(api: Served) -> None:
+    """One person rewording a call so that no requirement matches it any more (a leading
+    space runs the same command) still needs the others' approvals."""
+    await team(api, "cleo")
+    requirement = {"tool": "bash", "path": "command", "match": "git push *", "approvals": 2}
+    run_id = await declare(api, approval_requirements=[requirement])
+    await park(api, run_id, "b1", "bash", {"command": "git push origin main"})
+    reworded = {"command": " git push origin main"}
+    status, edited = await review(api, "alice", run_id, "b1", body={"tool_input": reworded})
+    assert (status, edited["state"], given(edited)) == (200, "needs_approval", ["alice"])
+    assert await api.core.service.may_still_approve(api.ws, run_id, "b1") == ["bob", "cleo"]
+    status, done = await review(api, "bob", run_id, "b1")
+    assert (status, done["state"], done["approved_input"]) == (200, "granted", reworded)
+    assert given(done) == ["alice", "bob"]
+
+
 async def test_who_may_still_approve_and_a_retry_counts_anew(api: Served) -> None:
     """The chat surfaces' "who may still approve" leaves out who approved and the person the
     run acts for; a decision asked again after it expired needs the whole count again."""

@@ -114,8 +114,9 @@ class Quorum(Learning):
         else:
             edited = as_proposed and current is not None
             reviewed = None if as_proposed else current
-        call_input = task.tool_input if reviewed is None else reviewed
-        found = quorum.matching(run.approval_requirements, run.aliases, task.tool_name, call_input)
+        found = quorum.matching_edit(
+            run.approval_requirements, run.aliases, task.tool_name, task.tool_input, reviewed
+        )
         under = bool(found) or task.approvals_given is not None
         if found and any("groups" in r for r in found):
             mine = (await tx.groups_of_members(run.workspace_id, [principal.name]))[principal.name]
@@ -187,9 +188,12 @@ class Quorum(Learning):
                 return None
             if not task.parked:
                 return []
-            call_input = task.tool_input if task.reviewed_input is None else task.reviewed_input
-            found = quorum.matching(
-                run.approval_requirements, run.aliases, task.tool_name, call_input
+            found = quorum.matching_edit(
+                run.approval_requirements,
+                run.aliases,
+                task.tool_name,
+                task.tool_input,
+                task.reviewed_input,
             )
             members = await tx.member_names(workspace_id)
             groups_of = await tx.groups_of_members(workspace_id, members)
