@@ -103,6 +103,10 @@ def _form_of(task: Task, form: MultiDict[str] | None) -> RuleForm:
     if form is not None and "edited" in form:
         edit_as, edited = form.get("edit_as", "json"), form["edited"]
         tool_input = edits.edited_input(task.tool_input, edit_as, edited)
+    elif task.reviewed_input is not None:
+        # Under a quorum, the approvals so far are for a person's edit, and so is this one: the
+        # rule is proposed from, checked against and learned from the edited call.
+        tool_input = task.reviewed_input
     proposed = _proposed(task, tool_input)
     match = proposed.get("match")
     rule_form = RuleForm(
