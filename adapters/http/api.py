@@ -182,14 +182,6 @@ async def get_task(request: web.Request, ctx: Ctx) -> web.Response:
     return json_response(m.task_out(task))
 
 
-async def approve(request: web.Request, ctx: Ctx) -> web.Response:
-    await read_body(request, m.EmptyIn)
-    task = await ctx.core.service.approve(
-        ctx.who, ctx.ws, _run_id(request), _key(request), via=via(request)
-    )
-    return json_response(m.task_out(task))
-
-
 async def deny(request: web.Request, ctx: Ctx) -> web.Response:
     body = await read_body(request, m.DenyIn)
     task = await ctx.core.service.deny(
