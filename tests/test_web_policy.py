@@ -394,6 +394,9 @@ async def test_two_approvals_show_their_count_and_who_approved(world: World) -> 
             _, shown = await get_text(alice, url)
             assert "1 of 2 approvals · alice ✓" in text_of(shown), url
             assert "You approved ✓" in shown and f'action="{path}/approve"' not in shown
+        # Who may still: nobody (bob is in no group, carol is the person the run acts for).
+        _, page = await get_text(alice, s.url + path)
+        assert "nobody else may approve it" in page
         # Approving again (a stale page) is the 409, shown as the refusal.
         await post_form(alice, s.url + path + "/approve", {}, page_url=s.url + "/history")
         assert (await flash(alice, s.url + path)).startswith("already_reviewed: ")
@@ -673,6 +676,7 @@ async def test_under_a_quorum_a_card_shows_the_edit_its_count_is_for(world: Worl
             assert "edited by bob" in diff and "approve the call as edited" in diff
             assert '<span class="tx">+make deploy DRY_RUN=1</span>' in diff
             assert "1 of 2 approvals · bob ✓" in text_of(html)
+        assert "may still approve: alice" in html  # the decision's page names who may
         path = f"/decisions/{run_id}/k1"
         await post_form(client, s.url + path + "/approve", {}, page_url=s.url + path)
     task = await world.core.service.get_task(world.alice, world.ws, run_id, "k1")
@@ -695,3 +699,69 @@ async def test_a_secret_in_an_edit_is_masked_until_revealed(world: World) -> Non
         assert secret not in page and "edit-diff" in page
     assert f"{path}?reveal=1" in masked  # the page offers to reveal it
     assert secret in revealed.split('<figure class="block diff edit-diff">')[1]
+
+
+async def test_the_timeline_says_a_rule_was_learned_and_removed_in_words(world: World) -> None:
+    run_id = await declare(world)
+    await append(world, run_id, "bash", {"command": "git push origin main"}, key="k1")
+    await world.core.service.approve(world.alice, world.ws, run_id, "k1", allow=AllowSpec("run"))
+    [learned] = await world.core.service.learned_rules(world.alice, world.ws)
+    await world.core.service.remove_learned_rule(world.alice, world.ws, learned.id, via="web")
+    async with site(world) as s, browserless() as client:
+        await sign_in(client, s.url, world.tokens["alice"])
+        _, html = await get_text(client, f"{s.url}/runs/{run_id}")
+    steps = [
+        text_of(li.split('<details class="raw"')[0])
+        for li in re.findall(r'<li class="step.*?</li>', html, re.S)
+    ]
+    learned_step = next(s for s in steps if "allowed calls like it" in s)
+    assert "learned alice allowed calls like it from now on, in this run" in learned_step
+    assert "bash when command matches git push *" in learned_step
+    removed = next(s for s in steps if "removed the learned rule" in s)
+    assert f"alice removed the learned rule {learned.id}" in removed
+    assert not any("learned_rule" in s.split("via")[0] for s in steps)
+
+
+async def test_a_glob_holding_a_secret_is_masked_and_learned_as_proposed(world: World) -> None:
+    run_id = await declare(world)
+    token = "ghp_0123456789abcdefghijABCDEFGHIJ012345"
+    command = f"export GITHUB_TOKEN={token} && make"
+    await append(world, run_id, "bash", {"command": command}, key="k1")
+    allow = f"/decisions/{run_id}/k1/allow"
+    async with site(world) as s, browserless() as client:
+        await sign_in(client, s.url, world.tokens["alice"])
+        _, page = await get_text(client, s.url + allow)
+        assert token not in page and 'name="match"' not in page
+        assert f"{allow}?reveal=1" in page
+        _, revealed = await get_text(client, s.url + allow + "?reveal=1")
+        assert 'name="match"' in revealed and token in revealed
+        status, _ = await post_form(
+            client, s.url + allow, {"do": "approve", "scope": "run"}, page_url=s.url + allow
+        )
+        assert status == 303
+    [learned] = await world.core.service.learned_rules(world.alice, world.ws)
+    assert learned.rule["match"] == f"export GITHUB_TOKEN={token} *"  # the proposal, as is
+
+
+async def test_under_a_quorum_the_allow_page_proposes_from_the_edit_being_counted(
+    world: World,
+) -> None:
+    run_id = await declare(world, approval_requirements=[{"tool": "bash", "approvals": 2}])
+    await append(world, run_id, "bash", {"command": "git push origin main"}, key="k1")
+    edited = {"command": "make deploy DRY_RUN=1"}
+    await world.core.service.approve(world.bob, world.ws, run_id, "k1", tool_input=edited)
+    allow = f"/decisions/{run_id}/k1/allow"
+    async with site(world) as s, browserless() as client:
+        await sign_in(client, s.url, world.tokens["alice"])
+        _, page = await get_text(client, s.url + allow)
+        assert 'name="match" value="make deploy *"' in page
+        assert '<span class="tx">+make deploy DRY_RUN=1</span>' in page
+        status, location = await post_form(
+            client, s.url + allow, {"do": "approve", "scope": "run"}, page_url=s.url + allow
+        )
+        assert status == 303
+        assert "calls like it are allowed" in await flash(client, s.url + location)
+    task = await world.core.service.get_task(world.alice, world.ws, run_id, "k1")
+    assert task.state == "granted" and task.approved_input == edited
+    [learned] = await world.core.service.learned_rules(world.alice, world.ws)
+    assert learned.rule["match"] == "make deploy *"

@@ -17,7 +17,7 @@ from typing import Any
 
 from aiohttp import web
 
-from adapters.web import render, timeline
+from adapters.web import learned_steps, render, timeline
 from adapters.web.context import (
     error_html,
     member_of,
@@ -158,13 +158,22 @@ async def decision(request: web.Request) -> web.Response:
             "answer": render.resolution_text(card.task),
             "raw_input": json.dumps(card.task.tool_input, indent=2, ensure_ascii=False),
             "rules": rules,
-            "steps": timeline.build(run, [card.task], shown, agent),
+            "steps": learned_steps.worded(timeline.build(run, [card.task], shown, agent)),
+            "may_approve": await _may_approve(request, task),
             "revealed": reveal,
             "masks_something": render.masks_something(task) or shown != history,
             "ago": render.ago,
             "tone_of": timeline.tone_of,
         },
     )
+
+
+async def _may_approve(request: web.Request, task: Task) -> list[str] | None:
+    """Under a quorum, who may still approve this parked call (None: anyone, or it ended)."""
+    if not task.parked or task.approvals_given is None:
+        return None
+    service = state(request).core.service
+    return await service.may_still_approve(task.workspace_id, task.run_id, task.key)
 
 
 def _masked_record(record: LogRecord) -> LogRecord:
@@ -279,7 +288,9 @@ async def run_page(request: web.Request) -> web.Response:
             "agent": agent,
             "ending": timeline.ending_of(run, endings.get(run_id), agent, helds.get(run_id)),
             "rules": timeline.rule_rows(run.approval_rules),
-            "steps": timeline.build(run, shown_tasks, records if reveal else masked_records, agent),
+            "steps": learned_steps.worded(
+                timeline.build(run, shown_tasks, records if reveal else masked_records, agent)
+            ),
             "earlier_steps": earlier_steps,
             "waiting": [t for t in shown_tasks if t.parked],
             "counts": collections.Counter(outcome_word(t) for t in tasks),

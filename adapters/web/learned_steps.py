@@ -1,0 +1,36 @@
+"""The timeline's words for what approve always logs: a learned rule and its removal (the rest
+of a run's record is adapters/web/timeline.py's). Pure."""
+
+from __future__ import annotations
+
+import json
+
+from adapters.web import timeline
+
+
+def worded(steps: list[timeline.Step]) -> list[timeline.Step]:
+    """The timeline's steps, with a learned rule and its removal said in words ("alice allowed
+    calls like it from now on, in this run: bash when command matches git push *") rather
+    than by their log action. Their detail is the entry's own (`raw`, masked as shown)."""
+    for step in steps:
+        if step.action not in ("learned_rule", "learned_rule_removed"):
+            continue
+        try:
+            detail = json.loads(step.raw).get("detail") or {}
+        except ValueError:
+            continue
+        rule = detail.get("rule")
+        what = ""
+        if isinstance(rule, dict):
+            row = timeline.rule_rows([rule])[0]
+            what = row.tool + (f" when {row.condition}" if row.condition else " with any input")
+        scope = detail.get("scope")
+        where = f"the profile {detail.get('profile')}" if scope == "profile" else "this run"
+        if step.action == "learned_rule":
+            step.badge, step.tone = "learned", "approved"
+            step.text = f"{step.who} allowed calls like it from now on, in {where}"
+        else:
+            step.badge, step.tone = "rule removed", "expired"
+            step.text = f"{step.who} removed the learned rule {detail.get('rule_id', '')}"
+        step.note = what
+    return steps
