@@ -765,3 +765,22 @@ async def test_under_a_quorum_the_allow_page_proposes_from_the_edit_being_counte
     assert task.state == "granted" and task.approved_input == edited
     [learned] = await world.core.service.learned_rules(world.alice, world.ws)
     assert learned.rule["match"] == "make deploy *"
+
+
+async def test_the_timeline_counts_approvals_and_shows_an_edit_that_restarted_them(
+    world: World,
+) -> None:
+    run_id = await declare(world, approval_requirements=[{"tool": "bash", "approvals": 2}])
+    await append(world, run_id, "bash", {"command": "make deploy"}, key="k1")
+    await world.core.service.approve(world.bob, world.ws, run_id, "k1")
+    edited = {"command": "make deploy DRY_RUN=1"}
+    await world.core.service.approve(world.alice, world.ws, run_id, "k1", tool_input=edited)
+    async with site(world) as s, browserless() as client:
+        await sign_in(client, s.url, world.tokens["alice"])
+        _, html = await get_text(client, f"{s.url}/runs/{run_id}")
+    steps = re.findall(r'<li class="step.*?</li>', html, re.S)
+    counted = [text_of(li.split('<details class="raw"')[0]) for li in steps]
+    assert any("bob approved (1 of 2 approvals): make deploy" in c for c in counted), counted
+    restarted = next(li for li in steps if "the count starts again" in li)
+    assert "alice approved (1 of 2 approvals)" in text_of(restarted)
+    assert '<span class="tx">+make deploy DRY_RUN=1</span>' in restarted
