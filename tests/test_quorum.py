@@ -451,3 +451,17 @@ async def test_admin_group_commands(tmp_path: Path) -> None:
     assert gone.exit_code == 0, gone.output
     listed = await in_process(*group, "list", "--workspace", "acme", env=env)
     assert listed.output.strip() == "(no groups)"
+
+
+async def test_the_proposal_under_a_quorum_is_for_the_edit_being_counted(api: Served) -> None:
+    """A plain Approve after an edit approves the edit, so "Approve & allow like this" proposes
+    the rule of the edit — the rule that would be learned — not of the call as proposed."""
+    run_id = await declare(api, approval_requirements=[{"tool": "bash", "approvals": 2}])
+    await park(api, run_id, "b1", tool="bash", tool_input={"command": "git push origin main"})
+    before = await api.call("GET", f"/runs/{run_id}/tasks/b1/proposal", "alice")
+    assert before[1]["rule"]["match"] == "git push *", before
+    edit = {"command": "git fetch origin main"}
+    status, body = await review(api, "bob", run_id, "b1", body={"tool_input": edit})
+    assert (status, body["state"]) == (200, "needs_approval"), body
+    status, proposal = await api.call("GET", f"/runs/{run_id}/tasks/b1/proposal", "alice")
+    assert (status, proposal["rule"]["match"]) == (200, "git fetch *"), proposal

@@ -151,6 +151,10 @@ class Learning(Recording):
             since = now - timedelta(days=learning.REPLAY_DAYS)
             calls = await tx.recent_calls(workspace_id, since, learning.REPLAY_SCAN)
         approved = self._approved_input(run, task, tool_input)
+        if approved is None and tool_input is UNEDITED:
+            # Under a quorum a plain Approve approves the edit being counted: propose from it,
+            # so the rule shown is the rule that would be learned.
+            approved = task.reviewed_input
         call_input = task.tool_input if approved is None else approved
         if rule is None:
             proposed = learning.propose(task.tool, call_input, task.origin)
