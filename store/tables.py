@@ -126,7 +126,8 @@ class TaskRow(SQLModel, table=True):
     __tablename__ = "task"
     __table_args__ = (
         sa.UniqueConstraint("run_id", "key"),
-        sa.Index("ix_task_workspace_state", "workspace_id", "state"),
+        # The inbox pages parked tasks newest first (keyset on created_at, id).
+        sa.Index("ix_task_workspace_state_created", "workspace_id", "state", "created_at"),
         # Only calls parked for an executor are looked up by addressee.
         sa.Index(
             "ix_task_addressee_state",
@@ -245,6 +246,8 @@ class DecisionLogRow(SQLModel, table=True):
     """Append-only audit trail: who did what, when, from which surface."""
 
     __tablename__ = "decision_log"
+    # A run's page and the runs list read one run's entries.
+    __table_args__ = (sa.Index("ix_decision_log_run", "run_id", "id"),)
     id: int | None = Field(default=None, primary_key=True)
     workspace_id: str = Field(index=True, max_length=64)
     run_id: str | None = None
