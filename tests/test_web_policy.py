@@ -784,3 +784,20 @@ async def test_the_timeline_counts_approvals_and_shows_an_edit_that_restarted_th
     restarted = next(li for li in steps if "the count starts again" in li)
     assert "alice approved (1 of 2 approvals)" in text_of(restarted)
     assert '<span class="tx">+make deploy DRY_RUN=1</span>' in restarted
+
+
+async def test_an_approval_that_does_not_complete_a_quorum_learns_nothing(world: World) -> None:
+    run_id = await declare(world, approval_requirements=[{"tool": "bash", "approvals": 2}])
+    await append(world, run_id, "bash", {"command": "make deploy"}, key="k1")
+    allow = f"/decisions/{run_id}/k1/allow"
+    async with site(world) as s, browserless() as client:
+        await sign_in(client, s.url, world.tokens["alice"])
+        _, page = await get_text(client, s.url + allow)
+        assert "only the approval that completes the count learns a rule" in page
+        data = {"csrf": _csrf(page), "do": "approve", "scope": "run"}
+        async with client.post(s.url + allow, data=data, allow_redirects=False) as answer:
+            assert answer.status == 422
+            assert "invalid_request: allow: only the approval that ends" in await answer.text()
+    task = await world.core.service.get_task(world.alice, world.ws, run_id, "k1")
+    assert task.approvals_given == [] and task.parked  # not counted either
+    assert await world.core.service.learned_rules(world.alice, world.ws) == []
