@@ -7,6 +7,7 @@ import dataclasses
 import importlib.util
 import json
 import random
+import re
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -152,6 +153,9 @@ def test_unicode_surrogates_and_odd_input() -> None:
 # --------------------------------------------------------------------------------------------
 
 
+WORDS = re.compile(r"\w+")  # the baseline pass timing tests compare against
+
+
 def best_of(fn: Callable[[], object], runs: int = 3) -> float:
     times = []
     for _ in range(runs):
@@ -195,16 +199,21 @@ def test_masking_64_kib_is_fast() -> None:
     text = realistic(64 * 1024)
     masked = mask_text(text)
     assert "hunter2" not in masked and "S3cret" not in masked
+    # Against a baseline measured in the same run (one regex pass over the same text), so the
+    # machine's load cancels out: masking took ~11 such passes here; 60 leaves room.
+    one_pass = best_of(lambda: WORDS.findall(text))
     elapsed = best_of(lambda: mask_text(text))
-    assert elapsed < 0.05, f"{elapsed * 1000:.1f} ms for 64 KiB"
-    # A text with nothing to mask costs a single pass.
+    assert elapsed < 60 * one_pass, f"{elapsed * 1000:.1f} ms, one pass {one_pass * 1000:.1f} ms"
+    # A text with nothing to mask costs less than one such pass (a quick pre-check).
     prose = ("lorem ipsum dolor sit amet, consectetur adipiscing elit " * 1200)[: 64 * 1024]
-    assert best_of(lambda: mask_text(prose)) < 0.005
+    assert best_of(lambda: mask_text(prose)) < best_of(lambda: WORDS.findall(prose))
 
 
 def test_many_small_strings_are_cheap() -> None:
     value = {f"k{i}": [f"value {i}", "ls -la /tmp", {"n": i}] for i in range(1000)}
-    assert best_of(lambda: mask_value(value)) < 0.1
+    # ~7 JSON round trips of the same value here; 40 leaves room (a baseline, not a clock).
+    round_trip = best_of(lambda: json.loads(json.dumps(value)))
+    assert best_of(lambda: mask_value(value)) < 40 * round_trip
 
 
 @pytest.mark.parametrize("shape", list(ADVERSARIAL))
@@ -213,7 +222,6 @@ def test_adversarial_input_stays_linear(shape: str) -> None:
     small, large = make(32 * 1024), make(128 * 1024)
     t_small = best_of(lambda: mask_text(small))
     t_large = best_of(lambda: mask_text(large))
-    assert t_large < 0.5, f"{t_large * 1000:.1f} ms for 128 KiB"
     assert t_large < 8 * t_small + 0.02, (t_small, t_large)  # 4x the input, ~4x the time
 
 
