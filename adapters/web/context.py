@@ -57,7 +57,9 @@ WEB = web.AppKey("web", WebState)
 
 
 # The page's own paths (the API and chat webhooks set their own headers).
-WEB_PATHS = ("/login", "/logout", "/inbox", "/decisions/", "/runs", "/history", "/web/")
+WEB_PATHS = (
+    "/login", "/logout", "/inbox", "/decisions/", "/runs", "/history", "/policy", "/web/",
+)  # fmt: skip
 SECURITY_HEADERS = {
     # Nothing may frame the page (no clickjacking of the Approve button), and it loads nothing
     # from elsewhere: its one script and one stylesheet are its own.
