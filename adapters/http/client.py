@@ -25,18 +25,46 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import inspect
 import json
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar, overload
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 from urllib.parse import quote
 
 import aiohttp
 
 from adapters.http import models as m
 from adapters.http import policy_models as pm
+from adapters.http.sdk_errors import (
+    ApiError,
+    ApprovalbotError,
+    ApprovalDenied,
+    ApprovalExpired,
+    CallRefused,
+    EditedInputUnfit,
+    QuestionDeclined,
+    RunStopped,
+    error_from,
+    settled,
+)
+from adapters.http.sdk_inputs import (
+    UNEDITED,
+    Scope,
+    approve_body,
+    call_input,
+    edited_call,
+    input_to_run,
+)
+from adapters.http.sse_client import follow, parse_sse
+
+# Re-exported: agent and person code imports every SDK name from here (or from `approvalbot`).
+__all__ = [
+    "UNEDITED", "ApiError", "ApprovalDenied", "ApprovalExpired", "ApprovalbotError", "CallRefused",
+    "Client", "Decision", "Decisions", "DeclaredRun", "EditedInputUnfit", "QuestionDeclined",
+    "Run", "RunStopped", "Runs", "Scope", "Workspace", "approve_body", "call_input", "edited_call",
+    "error_from", "follow", "input_to_run", "parse_sse", "require_approval", "settled",
+]  # fmt: skip
 
 if TYPE_CHECKING:
     from adapters.http.sync_client import SyncRun
@@ -47,109 +75,6 @@ R = TypeVar("R")
 _LONG_POLL = 55.0  # below the server's cap, so one request never outlives its own timeout
 SURFACE_HEADER = "X-Approvalbot-Surface"  # adapters.http.api records decisions `via` it
 ASKS_PAGE = 500  # decisions per `/asks` request when reading them all (the server's maximum)
-
-
-class _Unedited:
-    """The default of `approve(tool_input=…)`: approve the call as proposed. (None cannot be
-    that default: an edit to null is a real request, which the service refuses.)"""
-
-    def __repr__(self) -> str:
-        return "UNEDITED"
-
-
-UNEDITED: Any = _Unedited()
-Scope = Literal["run", "profile"]
-
-
-def input_to_run(task: m.TaskOut) -> Any:
-    """What the agent runs once a call is granted: the input a person approved when they edited
-    it (`approved_input`), else the input as proposed (`tool_input`)."""
-    return task.tool_input if task.approved_input is None else task.approved_input
-
-
-def approve_body(
-    tool_input: Any = UNEDITED, allow: Scope | None = None, rule: dict[str, Any] | None = None
-) -> dict[str, Any] | None:
-    """The body of `POST …/approve`: none for a plain approval; `tool_input` approves the call
-    as edited; `allow` (the scope) also learns a rule, `rule` overriding the proposal."""
-    body: dict[str, Any] = {}
-    if tool_input is not UNEDITED:
-        body["tool_input"] = tool_input
-    if allow is not None:
-        body["allow"] = {"scope": allow} | ({} if rule is None else {"rule": rule})
-    elif rule is not None:
-        raise ValueError("a rule is learned only with allow='run' or allow='profile'")
-    return body or None
-
-
-# errors ----------------------------------------------------------------------------------------
-class ApprovalbotError(Exception):
-    """Anything the service refused; `code` is the stable error code, `detail` says why."""
-
-    def __init__(self, code: str, detail: str, status: int = 0) -> None:
-        super().__init__(f"{code}: {detail}")
-        self.code = code
-        self.detail = detail
-        self.status = status
-
-
-class ApiError(ApprovalbotError):
-    """An HTTP error answer (`{"error": {...}}`); `body` holds every field of it."""
-
-    def __init__(self, status: int, body: dict[str, Any]) -> None:
-        super().__init__(
-            str(body.get("code", f"http_{status}")), str(body.get("detail", "")), status
-        )
-        self.body = body
-
-
-class CallRefused(ApprovalbotError):
-    """A call or question ended without a grant; `task` is how it ended."""
-
-    def __init__(self, task: m.TaskOut) -> None:
-        error = task.error or {}
-        super().__init__(str(error.get("code", task.state)), str(error.get("detail", "")))
-        self.task = task
-
-
-class ApprovalDenied(CallRefused):
-    """Refused: by a rule, by a person (`detail` is their reason), or the tool is undeclared."""
-
-
-class ApprovalExpired(CallRefused):
-    """Nobody decided before the deadline (`approval_expired` or `question_expired`)."""
-
-
-class QuestionDeclined(CallRefused):
-    """A person declined to answer the question."""
-
-
-class RunStopped(CallRefused):
-    """The run was stopped while the call waited."""
-
-
-def error_from(status: int, text: str) -> ApiError:
-    """The API's error envelope as an exception; anything else (a proxy's HTML page) kept short."""
-    try:
-        payload = json.loads(text)
-    except ValueError:
-        payload = None
-    error = payload.get("error") if isinstance(payload, dict) else None
-    return ApiError(status, error if isinstance(error, dict) else {"detail": text[:200]})
-
-
-def settled(task: m.TaskOut) -> m.TaskOut:
-    """The task if it ended well (granted or answered); otherwise the typed refusal."""
-    if task.state in ("granted", "resolved"):
-        return task
-    code = (task.error or {}).get("code")
-    if task.state == "timed_out":
-        raise ApprovalExpired(task)
-    if task.state == "cancelled":
-        raise RunStopped(task)
-    if code == "declined":
-        raise QuestionDeclined(task)
-    raise ApprovalDenied(task)
 
 
 # the client ------------------------------------------------------------------------------------
@@ -583,36 +508,6 @@ class Run:
         return follow(self.client, self.base + "/events", last_event_id)
 
 
-def call_input(func: Callable[..., Any], args: Any, kwargs: Any) -> dict[str, Any]:
-    """The tool input for a decorated function: its bound arguments as JSON."""
-    bound = inspect.signature(func).bind(*args, **kwargs)
-    bound.apply_defaults()
-    loaded: dict[str, Any] = json.loads(json.dumps(bound.arguments, default=repr))
-    return loaded
-
-
-class EditedInputUnfit(ApprovalbotError):
-    """A person approved an edited input that the decorated function cannot be called with (not
-    an object of its parameters): nothing ran, since running the unedited call would do what
-    nobody approved."""
-
-
-def edited_call(func: Callable[..., Any], approved: Any) -> tuple[list[Any], dict[str, Any]]:
-    """The arguments to call a decorated function with, from the approved (edited) input: the
-    inverse of `call_input`."""
-    signature = inspect.signature(func)
-    unknown = set(approved) - set(signature.parameters) if isinstance(approved, dict) else None
-    if unknown is None or unknown:
-        what = f"unknown arguments {sorted(unknown)}" if unknown else "not an object"
-        raise EditedInputUnfit("edited_input_unfit", f"{func.__name__}: the approved input: {what}")
-    bound = inspect.BoundArguments(signature, dict(approved))
-    try:
-        signature.bind(*bound.args, **bound.kwargs)
-    except TypeError as error:
-        raise EditedInputUnfit("edited_input_unfit", f"{func.__name__}: {error}") from None
-    return list(bound.args), dict(bound.kwargs)
-
-
 class Decision:
     """One task resting on a person, with what they need to decide it and the verb that ends it."""
 
@@ -670,52 +565,6 @@ class Decisions:
     async def __aiter__(self) -> AsyncIterator[Decision]:
         for decision in await self.list():
             yield decision
-
-
-# Server-Sent Events ----------------------------------------------------------------------------
-async def follow(client: Client, path: str, last_event_id: int = 0) -> AsyncIterator[m.FeedEvent]:
-    """Yield events from an SSE route forever, reconnecting with `Last-Event-ID` after drops."""
-    last = last_event_id
-    pause = 0.1
-    while True:
-        try:
-            headers = client.headers({"Accept": "text/event-stream"})
-            if last:
-                headers["Last-Event-ID"] = str(last)
-            timeout = aiohttp.ClientTimeout(total=None, sock_read=60)
-            async with client.session.get(
-                client.url + path, headers=headers, timeout=timeout
-            ) as response:
-                if response.status >= 400:
-                    raise error_from(response.status, await response.text())
-                pause = 0.1
-                async for event in parse_sse(response.content):
-                    last = event.id
-                    yield event
-        except (TimeoutError, aiohttp.ClientConnectionError, aiohttp.ClientPayloadError):
-            pass  # dropped: reconnect from `last`
-        await asyncio.sleep(pause)
-        pause = min(5.0, pause * 2)
-
-
-async def parse_sse(stream: aiohttp.StreamReader) -> AsyncIterator[m.FeedEvent]:
-    event_id, name = 0, "message"
-    data: list[str] = []
-    async for raw in stream:
-        line = raw.decode().rstrip("\r\n")
-        if not line:
-            if data:
-                yield m.FeedEvent(id=event_id, event=name, data=json.loads("\n".join(data)))
-            name, data = "message", []
-            continue
-        field, _, value = line.partition(":")
-        value = value.removeprefix(" ")
-        if field == "id" and value.isdigit():
-            event_id = int(value)
-        elif field == "event":
-            name = value
-        elif field == "data":
-            data.append(value)
 
 
 @overload
