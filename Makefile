@@ -34,8 +34,8 @@ chromium:
 test: $(VENV)/.installed-test chromium lint types unit
 
 lint: $(VENV)/.installed-test
-	$(VENV)/bin/ruff check bot adapters store tests bench examples
-	$(VENV)/bin/ruff format --check bot adapters store tests bench examples
+	$(VENV)/bin/ruff check approvalbot bot adapters store tests bench examples
+	$(VENV)/bin/ruff format --check approvalbot bot adapters store tests bench examples
 
 types: $(VENV)/.installed-test
 	$(VENV)/bin/mypy
