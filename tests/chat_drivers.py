@@ -155,7 +155,7 @@ class ChatDriver(Protocol):
 
     def nudges_in(self, where: Where) -> list[str]: ...
     async def redeliver_nudge(self, task: Task, seq: int = 0) -> None: ...
-    async def eventually(self, predicate: Callable[[], Any], timeout: float = 5.0) -> Any: ...
+    async def eventually(self, predicate: Callable[[], Any], timeout: float = 20.0) -> Any: ...
     async def restart(self) -> None: ...
     async def close(self) -> None: ...
 
@@ -208,7 +208,7 @@ class _Base:
     async def settled(self, key: str) -> Task:
         return await self.world.settled(key)  # type: ignore[no-any-return]
 
-    async def eventually(self, predicate: Callable[[], Any], timeout: float = 5.0) -> Any:
+    async def eventually(self, predicate: Callable[[], Any], timeout: float = 20.0) -> Any:
         return await self.world.fake.wait_for(predicate, timeout=timeout)
 
     async def ask_for_text(self, handle: Handle, action: str, user: User = "alice") -> Any:
@@ -350,7 +350,7 @@ class TelegramDriver(_Base):
             task = await self.world.adapter.link.task(task_id)
             return (None,) if task is not None and not task.parked else None
 
-        (said,) = await self.fake.wait_for(answered, timeout=5.0)
+        (said,) = await self.fake.wait_for(answered, timeout=20.0)
         return said  # type: ignore[no-any-return]
 
     def _chat(self, where: Where) -> int:
@@ -507,7 +507,7 @@ class SlackDriver(_Base):
             )
 
         try:
-            return await self.fake.wait_for(view, timeout=3.0)
+            return await self.fake.wait_for(view, timeout=20.0)
         except TimeoutError:
             said = [e.text for e in self.fake.ephemeral_messages[before:] if e.user == user_id]
             raise AssertionError(f"no modal opened for {user}; told {said}") from None

@@ -158,7 +158,7 @@ class SlackWorld:
         except TimeoutError:
             return None
 
-    async def settled(self, key: str, timeout: float = 5.0) -> Task:
+    async def settled(self, key: str, timeout: float = 20.0) -> Task:
         async def done() -> Task | None:
             task = await self.task(key)
             return None if task.parked else task

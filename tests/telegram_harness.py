@@ -130,7 +130,7 @@ class TgWorld:
         await asyncio.sleep(0)
         await self.fake.wait_for(lambda: len(self.fake.calls) > before)  # the poll picked it up
 
-    async def settled(self, key: str, timeout: float = 5.0) -> Task:
+    async def settled(self, key: str, timeout: float = 20.0) -> Task:
         async def done() -> Task | None:
             task = await self.task(key)
             return None if task.parked else task

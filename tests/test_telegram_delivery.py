@@ -351,7 +351,7 @@ async def test_one_poller_among_instances_on_postgres(tmp_path: Path) -> None:
             await close_world(poller)  # the poller goes away: the other takes over
             instances.remove(poller)
             survivor = instances[0]
-            await fake.wait_for(lambda: pollers() == [survivor], timeout=5)
+            await fake.wait_for(lambda: pollers() == [survivor], timeout=20)
             await survivor.park("k2")
             await survivor.flush()
             answer = await survivor.press(survivor.message("make deploy k2"), "Deny")

@@ -159,6 +159,9 @@ DEFAULT_FAULT_METHODS: frozenset[str] = frozenset(
     }
 )
 
+# How long `wait_for` waits for something that should happen: generous, since a loaded
+# machine is slow, and a wait that is met returns at once (it bounds failures, not passes).
+PATIENCE = 20.0
 MAX_MESSAGE_TEXT = 40_000
 MAX_MESSAGE_BLOCKS = 50
 MAX_VIEW_BLOCKS = 100
@@ -1172,7 +1175,7 @@ class FakeSlack:
         return list(self.opened_views)
 
     async def wait_for(
-        self, predicate: Predicate, timeout: float = 5.0, interval: float = 0.01
+        self, predicate: Predicate, timeout: float = PATIENCE, interval: float = 0.01
     ) -> Any:
         """Poll ``predicate`` (sync or async) until it returns something truthy; return that."""
         deadline = time.monotonic() + timeout

@@ -124,6 +124,9 @@ DEFAULT_FAULT_METHODS: frozenset[str] = frozenset(
     }
 )
 
+# How long `wait_for` waits for something that should happen: generous, since a loaded
+# machine is slow, and a wait that is met returns at once (it bounds failures, not passes).
+PATIENCE = 20.0
 MAX_TEXT_LENGTH = 4096
 MAX_CALLBACK_DATA_BYTES = 64
 MAX_CALLBACK_ANSWER_LENGTH = 200
@@ -951,7 +954,7 @@ class FakeTelegram:
     async def wait_for(
         self,
         predicate: Predicate,
-        timeout: float = 5.0,
+        timeout: float = PATIENCE,
         interval: float = 0.01,
     ) -> Any:
         """Poll ``predicate`` (sync or async) until it returns something truthy; return that."""
