@@ -107,11 +107,12 @@ def _spec(title: str) -> Any:
 async def test_two_instances_create_one_thread_and_share_the_budget(store: SqlStore) -> None:
     """Two instances on one database (on PostgreSQL each with its own connections): one
     parent per run however they race, and together they stay within the channel's rate (the
-    fake answers 429 beyond one message per 0.25 s). The budget books one per 0.5 s: the
-    margin absorbs a loaded machine's delay between a booked slot and its send."""
+    fake answers 429 beyond one message per 0.1 s). The budget books one per 0.5 s: the
+    margin absorbs a loaded machine's delay between a booked slot and its send, while two
+    instances that do not share the budget still collide (their first slots coincide)."""
     limits = Limits(per_interval=0.5, per_burst=1, window_count=10_000)
     other = SqlStore(store.url, schema=store.schema) if store.postgres else store
-    async with fake_slack(enforce_rate_limits=True, rate_limit=(1, 0.25)) as fake:
+    async with fake_slack(enforce_rate_limits=True, rate_limit=(1, 0.1)) as fake:
         first = await build_world(store, fake, limits=limits, shared_budget=True)
         second = await build_world(
             other, fake, create=False, limits=limits, shared_budget=True, clock=first.clock
