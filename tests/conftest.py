@@ -6,9 +6,12 @@ import os
 import secrets
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import asyncpg
 import pytest
+import pytest_asyncio
 
 from bot.clock import FakeClock
 from bot.config import Settings
@@ -17,6 +20,11 @@ from bot.domain import OutboxItem, Principal, Run, Task
 from store.migrate import upgrade
 from store.sql import SqlStore
 from tests.telegram_harness import TgWorld, tg_world
+
+if TYPE_CHECKING:
+    from playwright.async_api import Browser
+
+    from tests.web_helpers import Site
 
 SUITE_KNOBS = ("APPROVALBOT_TEST_", "APPROVALBOT_BENCH_", "APPROVALBOT_CHROMIUM")
 
@@ -168,3 +176,26 @@ async def sqlite_store(tmp_path: object) -> AsyncIterator[SqlStore]:
 async def tg(sqlite_store: SqlStore, ptb_timedelta: None) -> AsyncIterator[TgWorld]:
     async with tg_world(sqlite_store) as world:
         yield world
+
+
+# The Chromium tests' fixtures (tests/browser_helpers.py); imported late, as web_helpers
+# imports this module.
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def browser() -> AsyncIterator[Browser]:
+    """One Chromium per test module."""
+    from tests.browser_helpers import chromium
+
+    async with chromium() as launched:
+        yield launched
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def served(tmp_path: Path) -> AsyncIterator[Site]:
+    """The service on SQLite with alice and bob, serving the page and the API on loopback."""
+    from tests.web_helpers import site
+
+    store, _ = await make_store("sqlite", tmp_path)
+    world = await make_world(store)
+    async with site(world) as s:
+        yield s
+    await store.close()

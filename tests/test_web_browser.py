@@ -6,28 +6,13 @@ into the working tree."""
 from __future__ import annotations
 
 import asyncio
-import os
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-import pytest_asyncio
-from playwright.async_api import Browser, Locator, Page, async_playwright
+from playwright.async_api import Browser, Locator, Page
 
-from bot import logins
-from tests.conftest import make_store, make_world
-from tests.web_helpers import Site, append, declare, site
-
-CHROMIUM = os.environ.get("APPROVALBOT_CHROMIUM", "/usr/bin/chromium")
-ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-LIVE = 5_000  # ms: "within a second" with room for a loaded machine
+from tests.browser_helpers import CHROMIUM, LIVE, signed_in
+from tests.web_helpers import Site, append, declare
 
 pytestmark = [
     pytest.mark.asyncio(loop_scope="module"),
@@ -35,35 +20,6 @@ pytestmark = [
         not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} missing: `make test` installs chromium"
     ),
 ]
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def browser() -> AsyncIterator[Browser]:
-    async with async_playwright() as p:
-        launched = await p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield launched
-        await launched.close()
-
-
-@pytest_asyncio.fixture(loop_scope="module")
-async def served(tmp_path: Path) -> AsyncIterator[Site]:
-    store, _ = await make_store("sqlite", tmp_path)
-    world = await make_world(store)
-    async with site(world) as s:
-        yield s
-    await store.close()
-
-
-async def signed_in(browser: Browser, s: Site, who: str = "alice", **options: object) -> Page:
-    """A fresh browser context signed in through a one-time link, on the inbox, live."""
-    context = await browser.new_context(**options)  # type: ignore[arg-type]
-    page = await context.new_page()
-    member = s.world.alice if who == "alice" else s.world.bob
-    token = await logins.issue(s.core.store, s.core.clock, member)
-    await page.goto(f"{s.url}/login/{token}")
-    await page.wait_for_selector('body[data-live="1"]', timeout=LIVE)
-    await page.evaluate("window.__sameDocument = true")  # gone if the page reloads
-    return page
 
 
 async def same_document(page: Page) -> bool:

@@ -4,24 +4,19 @@ posts (the page works without JavaScript), on SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import html as html_lib
-import os
 import re
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 import aiohttp
 import pytest
 from axe_playwright_python.async_playwright import Axe  # type: ignore[import-untyped]
-from playwright.async_api import Browser, Page, async_playwright
 
-from bot import logins
 from bot.config import ProfileConfig, Settings
 from bot.service import AllowSpec, CallSpec, RunSpec
 from store.sql import SqlStore
+from tests.browser_helpers import LIVE, chromium, needs_chromium, serious, signed_in
 from tests.conftest import World, make_store, make_world
-from tests.web_helpers import Site, append, browserless, declare, get_text, post_form, sign_in, site
+from tests.web_helpers import append, browserless, declare, get_text, post_form, sign_in, site
 
 DENY_FORCE = {
     "tool": "bash",
@@ -415,41 +410,9 @@ async def test_two_approvals_show_their_count_and_who_approved(world: World) -> 
 
 
 # in Chromium -----------------------------------------------------------------------------------
-CHROMIUM = os.environ.get("APPROVALBOT_CHROMIUM", "/usr/bin/chromium")
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]  # fmt: skip
-LIVE = 5_000  # ms: room for a loaded machine
-browser_only = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} missing")
 
 
-@asynccontextmanager
-async def chromium() -> AsyncIterator[Browser]:
-    async with async_playwright() as p:
-        launched = await p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        try:
-            yield launched
-        finally:
-            await launched.close()
-
-
-async def signed_in(browser: Browser, s: Site, **options: Any) -> Page:
-    context = await browser.new_context(**options)
-    page = await context.new_page()
-    token = await logins.issue(s.core.store, s.core.clock, s.world.alice)
-    await page.goto(f"{s.url}/login/{token}")
-    await page.wait_for_selector('body[data-live="1"]', timeout=LIVE)
-    return page
-
-
-def _serious(results: Any) -> list[str]:
-    return [
-        f"{v['id']} ({v['impact']}): {[n['target'] for n in v['nodes']][:3]}"
-        for v in results.response["violations"]
-        if v["impact"] in ("serious", "critical")
-    ]
-
-
-@browser_only
+@needs_chromium
 async def test_in_chromium_the_keyboard_opens_allow_a_glob_previews_and_policy_removes(
     tmp_path: Path,
 ) -> None:
@@ -492,7 +455,7 @@ async def test_in_chromium_the_keyboard_opens_allow_a_glob_previews_and_policy_r
         await store.close()
 
 
-@browser_only
+@needs_chromium
 async def test_axe_finds_nothing_serious_on_the_allow_policy_and_edit_pages(
     tmp_path: Path,
 ) -> None:
@@ -528,7 +491,7 @@ async def test_axe_finds_nothing_serious_on_the_allow_policy_and_edit_pages(
                     await page.goto(s.url + path)
                     if await page.locator("details.edit").count():
                         await page.click("details.edit > summary")
-                    found = _serious(await axe.run(page))
+                    found = serious(await axe.run(page))
                     assert found == [], (scheme, path, found)
                 # A refused rule's page, with its error.
                 await page.goto(s.url + paths[0])
@@ -536,7 +499,7 @@ async def test_axe_finds_nothing_serious_on_the_allow_policy_and_edit_pages(
                 await page.click("button[value=approve]")
                 await page.wait_for_selector("#allow-error")
                 assert (await page.inner_text("#allow-error")).startswith("rule_does_not_match")
-                assert _serious(await axe.run(page)) == []
+                assert serious(await axe.run(page)) == []
                 await page.context.close()
             # On a phone nothing scrolls sideways, the learned rules' table included.
             phone = {"width": 390, "height": 844}
@@ -608,7 +571,7 @@ async def test_the_policy_view_shows_a_profiles_approval_requirements(store: Sql
     assert "may not approve its calls" in section
 
 
-@browser_only
+@needs_chromium
 async def test_in_chromium_a_decision_page_shows_anothers_approval_live(tmp_path: Path) -> None:
     store, _ = await make_store("sqlite", tmp_path)
     w = await make_world(store)

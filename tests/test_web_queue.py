@@ -4,67 +4,26 @@ phone layout, the favicon, accessibility (axe-core), the tab's title counting ne
 
 from __future__ import annotations
 
-import os
 import re
-from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-import pytest_asyncio
 from axe_playwright_python.async_playwright import Axe  # type: ignore[import-untyped]
-from playwright.async_api import Browser, Page, async_playwright
+from playwright.async_api import Browser, Page
 
 from adapters.web import queue
-from bot import logins
 from bot.cli.demo import CALLS, DEMO_PROFILE, QUESTIONS, slug
 from bot.service import CallSpec, RunSpec
-from tests.conftest import World, make_store, make_world
-from tests.web_helpers import Site, append, bulk_park, declare, site
+from tests.browser_helpers import CHROMIUM, LIVE, serious, signed_in
+from tests.conftest import World
+from tests.web_helpers import Site, append, bulk_park, declare
 
-CHROMIUM = os.environ.get("APPROVALBOT_CHROMIUM", "/usr/bin/chromium")
-ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-LIVE = 5_000  # ms: "within a second" with room for a loaded machine
 PHONE = {"width": 390, "height": 844}
 
 pytestmark = [
     pytest.mark.asyncio(loop_scope="module"),
     pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} missing"),
 ]
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def browser() -> AsyncIterator[Browser]:
-    async with async_playwright() as p:
-        launched = await p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield launched
-        await launched.close()
-
-
-@pytest_asyncio.fixture(loop_scope="module")
-async def served(tmp_path: Path) -> AsyncIterator[Site]:
-    store, _ = await make_store("sqlite", tmp_path)
-    world = await make_world(store)
-    async with site(world) as s:
-        yield s
-    await store.close()
-
-
-async def signed_in(browser: Browser, s: Site, **options: Any) -> Page:
-    """A fresh browser context signed in as alice through a one-time link, on the inbox, live."""
-    context = await browser.new_context(**options)
-    page = await context.new_page()
-    token = await logins.issue(s.core.store, s.core.clock, s.world.alice)
-    await page.goto(f"{s.url}/login/{token}")
-    await page.wait_for_selector('body[data-live="1"]', timeout=LIVE)
-    return page
 
 
 async def demo_inbox(world: World) -> tuple[str, str]:
@@ -253,14 +212,6 @@ async def test_the_favicon_is_there_for_every_page(browser: Browser, served: Sit
     await page.context.close()
 
 
-def _serious(results: Any) -> list[str]:
-    return [
-        f"{v['id']} ({v['impact']}): {[n['target'] for n in v['nodes']][:3]}"
-        for v in results.response["violations"]
-        if v["impact"] in ("serious", "critical")
-    ]
-
-
 async def test_axe_finds_no_serious_violations_on_the_inbox_and_a_decision(
     browser: Browser, served: Site
 ) -> None:
@@ -272,7 +223,7 @@ async def test_axe_finds_no_serious_violations_on_the_inbox_and_a_decision(
         for path in ("/inbox", f"/decisions/{run_id}/{edit_key}"):
             if path != "/inbox":
                 await page.goto(served.url + path)
-            found = _serious(await axe.run(page))
+            found = serious(await axe.run(page))
             assert found == [], (scheme, path, found)
         await page.context.close()
 

@@ -4,27 +4,18 @@ matter (on SQLite and PostgreSQL); Debian's Chromium where it does (clicks, axe-
 
 from __future__ import annotations
 
-import os
 import re
-from collections.abc import AsyncIterator
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
-import pytest_asyncio
 from axe_playwright_python.async_playwright import Axe
-from playwright.async_api import Browser, Page, async_playwright
+from playwright.async_api import Browser
 
 from adapters.web.render import diff_lines
-from bot import logins
-from tests.conftest import World, make_store, make_world
+from tests.browser_helpers import LIVE, needs_chromium, serious, signed_in
+from tests.conftest import World
 from tests.web_helpers import Site, append, browserless, declare, get_text, post_form, sign_in, site
-
-CHROMIUM = os.environ.get("APPROVALBOT_CHROMIUM", "/usr/bin/chromium")
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"]
-WAIT = 5_000  # ms, room for a loaded machine
-needs_chromium = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} missing")
 
 RULES = [
     {"tool": "Read", "verdict": "allow"},
@@ -302,31 +293,6 @@ def test_diffs_carry_line_numbers() -> None:
 
 
 # in Chromium ----------------------------------------------------------------------------------
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def browser() -> AsyncIterator[Browser]:
-    async with async_playwright() as p:
-        launched = await p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield launched
-        await launched.close()
-
-
-@pytest_asyncio.fixture(loop_scope="module")
-async def served(tmp_path: Path) -> AsyncIterator[Site]:
-    store, _ = await make_store("sqlite", tmp_path)
-    world = await make_world(store)
-    async with site(world) as s:
-        yield s
-    await store.close()
-
-
-async def signed_in(browser: Browser, s: Site, **options: Any) -> Page:
-    context = await browser.new_context(**options)
-    page = await context.new_page()
-    token = await logins.issue(s.core.store, s.core.clock, s.world.alice)
-    await page.goto(f"{s.url}/login/{token}")
-    return page
-
-
 @needs_chromium
 @pytest.mark.asyncio(loop_scope="module")
 async def test_the_timeline_in_chromium_raw_json_one_click_away(
@@ -346,7 +312,7 @@ async def test_the_timeline_in_chromium_raw_json_one_click_away(
     raw = denied.locator("details.raw pre")
     assert not await raw.is_visible()
     await denied.locator("details.raw summary").click()
-    await raw.wait_for(state="visible", timeout=WAIT)
+    await raw.wait_for(state="visible", timeout=LIVE)
     assert '"reason": "build is shared"' in await raw.inner_text()
     # The rules never run off the right edge: the table fits the page's width.
     fits = await page.evaluate(
@@ -355,14 +321,6 @@ async def test_the_timeline_in_chromium_raw_json_one_click_away(
     )
     assert fits
     await page.context.close()
-
-
-def _serious(results: Any) -> list[str]:
-    return [
-        f"{v['id']} ({v['impact']}): {[n['target'] for n in v['nodes']][:3]}"
-        for v in results.response["violations"]
-        if v["impact"] in ("serious", "critical")
-    ]
 
 
 @needs_chromium
@@ -384,7 +342,7 @@ async def test_axe_finds_no_serious_violations_on_the_record_pages(
         for path in paths:
             await page.goto(served.url + path)
             await page.keyboard.press("Tab")  # a focus ring is part of what is checked
-            found = _serious(await axe.run(page))
+            found = serious(await axe.run(page))
             assert found == [], (scheme, path, found)
         await page.context.close()
 
