@@ -12,9 +12,10 @@ the clock loop and the relay are not started — tests fire deadlines with
 
 from __future__ import annotations
 
+import asyncio
 import json
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -162,3 +163,43 @@ def fixtures(settings: Settings | None = None, backends: list[str] = BACKENDS) -
         return await people(server)
 
     return server, api
+
+
+def sdk_fixtures() -> tuple[Any, Any]:
+    """`agent, person = sdk_fixtures()` beside `fixtures()`: the SDK's workspace as the agent
+    (an application token) and as alice (a member)."""
+    from adapters.http import client as sdk
+
+    @pytest_asyncio.fixture(loop_scope="module")
+    async def agent(api: Served) -> AsyncIterator[sdk.Workspace]:
+        client = sdk.Client(api.url, api.token("agent"))
+        yield client.workspace(api.ws)
+        await client.close()
+
+    @pytest_asyncio.fixture(loop_scope="module")
+    async def person(api: Served) -> AsyncIterator[sdk.Workspace]:
+        client = sdk.Client(api.url, api.token("alice"))
+        yield client.workspace(api.ws)
+        await client.close()
+
+    return agent, person
+
+
+async def first_decision(person: Any, run_id: str) -> Any:
+    """The person's side (an SDK workspace): wait until something of the run rests on them."""
+    for _ in range(500):
+        found = await person.runs.run(run_id).decisions.list()
+        if found:
+            return found[0]
+        await asyncio.sleep(0.01)
+    raise AssertionError("nothing to decide")
+
+
+async def with_person(agent_side: Awaitable[Any], person_side: Callable[[], Awaitable[Any]]) -> Any:
+    """Run the agent's side while the person's side decides; the agent's result."""
+    waiting = asyncio.ensure_future(agent_side)
+    try:
+        await person_side()
+        return await asyncio.wait_for(waiting, 10)
+    finally:
+        waiting.cancel()

@@ -5,12 +5,10 @@ reconnects from its last event id; the blocking wrapper and the decorator."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import timedelta
 from typing import Any
 
 import pytest
-import pytest_asyncio
 from aiohttp import web
 
 from adapters.http import client as sdk
@@ -18,40 +16,13 @@ from adapters.http import models as m
 from adapters.http.app import build_app
 from adapters.http.sync_client import SyncClient
 from bot.config import Settings
-from tests.http_harness import Served, fixtures
+from tests.http_harness import Served, first_decision, fixtures, sdk_fixtures, with_person
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 server, api = fixtures()
 
 
-@pytest_asyncio.fixture(loop_scope="module")
-async def agent(api: Served) -> AsyncIterator[sdk.Workspace]:
-    client = sdk.Client(api.url, api.token("agent"))
-    yield client.workspace(api.ws)
-    await client.close()
-
-
-@pytest_asyncio.fixture(loop_scope="module")
-async def person(api: Served) -> AsyncIterator[sdk.Workspace]:
-    client = sdk.Client(api.url, api.token("alice"))
-    yield client.workspace(api.ws)
-    await client.close()
-
-
-async def first_decision(person: sdk.Workspace, run_id: str) -> sdk.Decision:
-    """The person's side: wait until something of the run rests on them."""
-    for _ in range(200):
-        found = await person.runs.run(run_id).decisions.list()
-        if found:
-            return found[0]
-        await asyncio.sleep(0.01)
-    raise AssertionError("nothing to decide")
-
-
-async def with_person(agent_side: Awaitable[Any], person_side: Callable[[], Awaitable[Any]]) -> Any:
-    waiting = asyncio.ensure_future(agent_side)
-    await person_side()
-    return await asyncio.wait_for(waiting, 5)
+agent, person = sdk_fixtures()
 
 
 async def test_call_is_approved_by_a_person(agent: sdk.Workspace, person: sdk.Workspace) -> None:

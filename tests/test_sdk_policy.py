@@ -8,18 +8,16 @@ from __future__ import annotations
 import asyncio
 import queue
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
-import pytest_asyncio
 
 from adapters.http import client as sdk
 from adapters.http import models as m
 from adapters.http import policy
 from adapters.http.sync_client import SyncClient
 from bot.config import ProfileConfig, Settings
-from tests.http_harness import Served, fixtures
+from tests.http_harness import Served, first_decision, fixtures, sdk_fixtures, with_person
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 OPS = ProfileConfig(
@@ -32,36 +30,7 @@ server, api = fixtures(Settings(profiles={"ops": OPS}))
 PUSH = {"command": "git push origin main"}
 
 
-@pytest_asyncio.fixture(loop_scope="module")
-async def agent(api: Served) -> AsyncIterator[sdk.Workspace]:
-    client = sdk.Client(api.url, api.token("agent"))
-    yield client.workspace(api.ws)
-    await client.close()
-
-
-@pytest_asyncio.fixture(loop_scope="module")
-async def person(api: Served) -> AsyncIterator[sdk.Workspace]:
-    client = sdk.Client(api.url, api.token("alice"))
-    yield client.workspace(api.ws)
-    await client.close()
-
-
-async def first_decision(person: sdk.Workspace, run_id: str) -> sdk.Decision:
-    for _ in range(500):
-        found = await person.runs.run(run_id).decisions.list()
-        if found:
-            return found[0]
-        await asyncio.sleep(0.01)
-    raise AssertionError("nothing to decide")
-
-
-async def with_person(agent_side: Awaitable[Any], person_side: Callable[[], Awaitable[Any]]) -> Any:
-    waiting = asyncio.ensure_future(agent_side)
-    try:
-        await person_side()
-        return await asyncio.wait_for(waiting, 10)
-    finally:
-        waiting.cancel()
+agent, person = sdk_fixtures()
 
 
 # edit before approve ----------------------------------------------------------------------------
