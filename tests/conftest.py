@@ -52,6 +52,13 @@ def _no_cli_profile_of_the_caller(tmp_path_factory: pytest.TempPathFactory) -> N
 
 PG_URL = os.environ.get("APPROVALBOT_TEST_POSTGRES_URL")
 PG_SKIP = "APPROVALBOT_TEST_POSTGRES_URL is not set: PostgreSQL tests skipped (CI sets it)"
+def bytecode_env() -> dict[str, str]:
+    """For a Python subprocess: keep its bytecode where `make test` keeps the suite's
+    (PYTHONPYCACHEPREFIX, outside the tree), else write none, so nothing lands in the tree."""
+    prefix = os.environ.get("PYTHONPYCACHEPREFIX")
+    return {"PYTHONPYCACHEPREFIX": prefix} if prefix else {"PYTHONDONTWRITEBYTECODE": "1"}
+
+
 BACKENDS = ["sqlite", "postgres"]
 
 

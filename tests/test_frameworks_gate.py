@@ -24,6 +24,7 @@ from adapters.frameworks.gate import (
     shown_url,
 )
 from adapters.http import client as sdk
+from tests.conftest import bytecode_env
 from tests.frameworks_harness import alice, closed_port, framework_fixtures, keywords
 from tests.frameworks_harness import next_decision as parked_decision
 from tests.http_harness import Served
@@ -141,7 +142,7 @@ def test_a_process_that_never_closes_its_gates_exits_cleanly(tmp_path: Path) -> 
         capture_output=True,
         text=True,
         timeout=60,
-        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": "1"},
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), **bytecode_env()},
     )
     assert (done.returncode, done.stdout.split()) == (0, ["False", "False"])
     assert "Unclosed" not in done.stderr, done.stderr

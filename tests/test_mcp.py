@@ -23,6 +23,7 @@ from mcp.types import CallToolResult, Implementation, TextContent
 
 from adapters.http import client as sdk
 from bot.config import ProfileConfig, Settings
+from tests.conftest import bytecode_env
 from tests.http_harness import Served, fixtures
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -59,7 +60,7 @@ def server_env(api: Served, tmp_path: Path, token: str, url: str | None = None) 
         "XDG_DATA_HOME": str(home / ".local/share"),
         "XDG_STATE_HOME": str(home / ".local/state"),
         "PYTHONPATH": str(ROOT),
-        "PYTHONDONTWRITEBYTECODE": "1",
+        **bytecode_env(),
     }
 
 

@@ -8,7 +8,7 @@ from aiohttp import web
 from adapters.http.keys import CORE, REQUEST_LOG, SETTINGS
 from adapters.http.request_log import RequestLog
 from adapters.http.routes import setup_api
-from adapters.web import setup_web
+from adapters.web.mount import setup_web
 from bot.config import Settings
 from bot.core import Core
 
