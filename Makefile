@@ -47,7 +47,7 @@ types: $(VENV)/.installed-test
 # compiling every module afresh in each worker and subprocess cost about a tenth of the run.
 PYCACHE ?= $(or $(TMPDIR),/tmp)/approvalbot-pycache
 unit: $(VENV)/.installed-test
-	env -u PYTHONDONTWRITEBYTECODE PYTHONPYCACHEPREFIX=$(PYCACHE) $(PY) -m pytest -n 2 --dist loadfile; rc=$$?; if [ $$rc -eq 5 ]; then exit 0; else exit $$rc; fi
+	env -u PYTHONDONTWRITEBYTECODE PYTHONPYCACHEPREFIX=$(PYCACHE) $(PY) -m pytest -n 2 --dist loadfile --no-loadscope-reorder; rc=$$?; if [ $$rc -eq 5 ]; then exit 0; else exit $$rc; fi
 
 ## screenshots: the docs' images (docs/img/*.png), from a service with the demo's run, in Chromium
 # (the only thing that writes them: tests never write into the working tree)

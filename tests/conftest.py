@@ -52,9 +52,9 @@ def _no_cli_profile_of_the_caller(tmp_path_factory: pytest.TempPathFactory) -> N
 
 PG_URL = os.environ.get("APPROVALBOT_TEST_POSTGRES_URL")
 PG_SKIP = "APPROVALBOT_TEST_POSTGRES_URL is not set: PostgreSQL tests skipped (CI sets it)"
-# The files that take longest (bench: `pytest --durations=0`), handed out first: two workers
-# take a file each at a time (`make unit`), and a long file handed out last kept one worker busy
-# for half a minute after the other had finished.
+# The files that take longest (`pytest --durations=0`), handed out first: two workers take a
+# file each at a time (`make unit`, which keeps this order with --no-loadscope-reorder), and a
+# long file handed out last kept one worker busy for half a minute after the other had finished.
 LONGEST_FIRST = (
     "test_crash.py", "test_web_policy.py", "test_mcp.py", "test_slack_delivery.py",
     "test_chat_edit_allow.py", "test_web_queue.py", "test_telegram_delivery.py",
