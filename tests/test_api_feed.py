@@ -92,7 +92,7 @@ async def test_feed_resumes_without_loss_or_repeat(api: Served) -> None:
     target = api.path(f"/runs/{run_id}/events?last_event_id={expected[-1][0]}")
     headers = {"Authorization": f"Bearer {api.token('alice')}"}
     async with api.session.get(target, headers=headers) as response:
-        reading = asyncio.create_task(take(response, 2, timeout=3))
+        reading = asyncio.create_task(take(response, 2, timeout=20))
         await asyncio.sleep(0.05)
         await api.call("POST", f"/runs/{run_id}/tasks/k2/deny", "alice", {"reason": "later"})
         live = await reading

@@ -954,7 +954,7 @@ async def test_socket_mode_hello_envelope_and_ack(fake: FakeSlack) -> None:
         assert hello["connection_info"] == {"app_id": fake.app_id}
 
         event_id = await fake.socket_send("events_api", fake.message_event(ALICE, CHAN, "hi"))
-        ack = await fake.wait_ack(event_id, timeout=2)
+        ack = await fake.wait_ack(event_id, timeout=20)
         assert ack.payload is None
         envelope = fake.socket_sent[-1]
         assert envelope["type"] == "events_api" and envelope["accepts_response_payload"] is False
@@ -965,7 +965,7 @@ async def test_socket_mode_hello_envelope_and_ack(fake: FakeSlack) -> None:
             ALICE, "deny_reason", "", {"reason": {"text": "x"}}
         )
         view_id = await fake.socket_send("interactive", submission)
-        ack = await fake.wait_ack(view_id, timeout=2)
+        ack = await fake.wait_ack(view_id, timeout=20)
         assert ack.payload == {"response_action": "clear"}
         assert fake.socket_sent[-1]["accepts_response_payload"] is True
         assert [m["type"] for m in seen] == ["hello", "events_api", "interactive"]
