@@ -282,3 +282,34 @@ async def test_an_escalation_reaches_a_platform_the_decision_was_not_routed_to(
         assert await chat.press(escalated, "approve", user="carol") == "✅ Approved"
         await chat.flush()
         assert "Approved by carol" in (await _ended(chat, escalated)).text
+
+
+async def test_each_slack_thread_parent_counts_the_decisions_shown_in_its_channel(
+    store: SqlStore,
+) -> None:
+    """A run's thread parent says "N waiting" of the decisions in its own channel: one routed
+    to on-call only counts there, not in the usual channel's parent."""
+    routes = [{"when": {"risk": "high"}, "to": [f"slack:{sh.ONCALL}"]}]
+    async with open_driver("slack", store, routes=routes) as chat:
+        fake = chat.fake  # type: ignore[attr-defined]
+
+        def parent(channel: str) -> str:
+            [found] = [m for m in fake.messages_in(channel) if m.from_bot and not m.thread_ts]
+            return str(fake.message(channel, found.ts).text)
+
+        async def counts(usual: int, oncall: int) -> None:
+            def shown() -> bool:
+                return f"· {usual} waiting" in parent(sh.CHANNEL) and (
+                    f"· {oncall} waiting" in parent(sh.ONCALL)
+                )
+
+            await chat.eventually(shown)
+
+        await chat.park("k1", effect_profile=HIGH)
+        await chat.park("k2")
+        await chat.park("k3")
+        await chat.flush()
+        await counts(usual=2, oncall=1)
+        await chat.service.approve(chat.member("alice"), WS, chat.run_id, "k1", via="api")
+        await chat.flush()
+        await counts(usual=2, oncall=0)

@@ -161,7 +161,7 @@ class ChatNotifier:
         """Send the claimed post and record its message (releasing the claim on failure)."""
         self.cards.buttons.remember(saved)
         try:
-            target = await self.platform.open_thread(run, place)
+            target = await self.platform.open_thread(run, place, posting=task.id)
             sent = await self.platform.post(target, post)
         except BaseException:
             await self.update(task.id, lambda d: d.release("post"))
@@ -188,7 +188,7 @@ class ChatNotifier:
         if run is None:
             return False
         post = await self.cards.rendered(task, run)
-        target = await self.platform.open_thread(run, place)
+        target = await self.platform.open_thread(run, place, posting=task.id)
         sent = await self.platform.post(target, post, reply_to=reply_to, max_wait=10.0)
 
         def add(d: Delivery) -> Delivery:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -25,6 +25,24 @@ from bot.domain import Member, Run, Task
 from bot.ports import ChatState, Versioned
 
 log = logging.getLogger(__name__)
+
+
+async def count_shown_in(
+    chats: ChatState, channel: str, tasks: Sequence[Task], chat: str,
+    posting: Collection[str] = (),
+) -> int:  # fmt: skip
+    """How many of `tasks` are shown in `chat` on the platform `channel` (their delivery
+    records say so), `posting` (task ids being posted there now, not yet recorded) included:
+    a run's thread parent counts only the decisions of its own place."""
+    count = 0
+    for task in tasks:
+        if task.id in posting:
+            count += 1
+            continue
+        found = await chats.get_ref(channel, task.id)
+        if found is not None and Delivery.of(found.data).shown_in(chat):
+            count += 1
+    return count
 
 
 class Places:
@@ -107,7 +125,7 @@ class Places:
             post = await self.cards.rendered(fresh, run)
             if attempts > 1:
                 post = replace(post, maybe_sent=True)
-            target = await self.platform.open_thread(run, place)
+            target = await self.platform.open_thread(run, place, posting=task.id)
             sent = await self.platform.post(target, post, max_wait=30.0)
         except Unreachable as error:  # for good: recorded, so no retry tries it again
             log.warning("%s: a route's place is unreachable, skipped (%s)", self.name, error)

@@ -147,10 +147,11 @@ class Platform(Protocol):
         through `Presses.on_text`. False if it could not be asked."""
         ...
 
-    async def open_thread(self, run: Run, place: Place) -> Place:
+    async def open_thread(self, run: Run, place: Place, *, posting: str | None = None) -> Place:
         """Where the run's decisions go inside `place`: on a platform with threads, the run's
         thread, created once (even by racing instances) and its parent kept current (the
-        run's count of open decisions); elsewhere `place` itself."""
+        count of the run's open decisions shown in that place, `posting` included: the
+        decision about to be posted there, not recorded yet); elsewhere `place` itself."""
         ...
 
     def mention(self, member: Member) -> str | None:

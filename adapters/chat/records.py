@@ -178,6 +178,14 @@ class Delivery:
         """Is `ref` one of the decision's messages (in any place)?"""
         return any((r.chat, r.id) == (ref.chat, ref.id) for r in self.refs())
 
+    def shown_in(self, chat: str) -> bool:
+        """Is it shown in `chat`, or on its way there: its own message or digest line (the
+        place is recorded once posted), or a copy (recorded when claimed, before it is
+        posted) the platform did not refuse?"""
+        if self.place is not None and self.place.chat == chat:
+            return True
+        return any(c.place.chat == chat and not c.gone for c in self.copies)
+
     def copy_in(self, chat: str) -> Copy | None:
         return next((c for c in self.copies if c.place.chat == chat), None)
 

@@ -111,8 +111,9 @@ class SlackAdapter:
             CHANNEL, limits or SLACK_LIMITS, shared=chats if shared_budget else None
         )
         self.platform = SlackPlatform(
-            config, self.client, chats, self.link, self.budget, lambda: self.running
-        )
+            config, self.client, chats, self.link, self.budget, lambda: self.running,
+            parent_refresh=self.tuning.parent_refresh,
+        )  # fmt: skip
         # Slack sends the ticked options with Submit: no toggles kept.
         routing = Routing.of(settings.routes, settings.decisions.nudge_before)
         layer = assemble(self.platform, chats, self.link, self.budget, self.tuning.digests,

@@ -1,11 +1,12 @@
 """Slack as a chat platform (adapters/chat/port.py), on slack_sdk's AsyncWebClient.
 
-Each run gets one thread in its workspace's channel: a parent message ("title · agent · N
-waiting", kept current), created once even when two instances race (a compare-and-swap on the
-run-thread record), and every decision of the run posted in it, the first one also broadcast
-to the channel. Slack has no idempotency key, so every decision is posted with `metadata`
-naming its task: after an uncertain failure (a timeout) the thread is searched for it before
-posting again, and a decision is shown exactly once even then.
+Each run gets one thread in its workspace's channel (and in each other channel a route shows
+some of its decisions in): a parent message ("title · agent · N waiting", N the run's open
+decisions shown in that channel, kept current), created once even when two instances race (a
+compare-and-swap on the run-thread record), and every decision of the run posted in it, the
+first one also broadcast to the channel. Slack has no idempotency key, so every decision is
+posted with `metadata` naming its task: after an uncertain failure (a timeout) the thread is
+searched for it before posting again, and a decision is shown exactly once even then.
 
 Slack's errors are mapped once, here: 429 → `RateLimited` (its Retry-After honoured, within
 the caller's patience), our own pacing → `Busy`.
@@ -17,7 +18,7 @@ import asyncio
 import logging
 import re
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from typing import Any, TypeVar
 
 from slack_sdk.errors import SlackApiError
@@ -26,6 +27,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from adapters.chat.context import CoreLink
 from adapters.chat.offers import Offer, edit_start, input_to_edit
 from adapters.chat.pacing import Budget
+from adapters.chat.places import count_shown_in
 from adapters.chat.port import (
     MessageRef,
     Notice,
@@ -104,7 +106,7 @@ class SlackPlatform:
 
     def __init__(
         self, config: SlackConfig, client: AsyncWebClient, chats: ChatState, link: CoreLink,
-        budget: Budget, running: Callable[[], bool],
+        budget: Budget, running: Callable[[], bool], *, parent_refresh: float = 0.5,
     ) -> None:  # fmt: skip
         self.config = config
         self.client = client
@@ -112,9 +114,11 @@ class SlackPlatform:
         self.link = link
         self.budget = budget
         self._running = running
+        self._parent_refresh = parent_refresh  # seconds a parent's count waits to settle
         self.retry_afters = 0  # 429s received (the bench reports them)
         self._announce: set[str] = set()  # threads whose first decision is still to come
         self._parents: dict[str, asyncio.Task[None]] = {}  # thread key -> its parent's refresh
+        self._posting: dict[str, set[str]] = {}  # thread key -> decisions on their way there
         self._directs: dict[str, str] = {}  # user id -> their direct-message channel (D…)
 
     def place_for(self, workspace_id: str) -> Place | None:
@@ -336,13 +340,15 @@ class SlackPlatform:
         usual = self.place_for(run.workspace_id)
         return thread_key(run.id, None if usual is not None and usual.chat == chat else chat)
 
-    async def open_thread(self, run: Run, place: Place) -> Place:
+    async def open_thread(self, run: Run, place: Place, *, posting: str | None = None) -> Place:
         """The run's thread in `place` (created once per channel), its parent's count
         refreshed soon."""
         key = self._thread_key(run, place.chat)
         found = await self.chats.get_record(CHANNEL, key)
         thread = RunThread.of(found.data) if found else RunThread()
         if thread.ts:
+            if posting is not None:
+                self._posting.setdefault(key, set()).add(posting)
             self._refresh_parent_soon(run, key)
             return Place(thread.chat, thread.ts)
         now = time.time()
@@ -353,7 +359,7 @@ class SlackPlatform:
             CHANNEL, key, claimed.data(), found.version if found else 0
         ):
             raise NotYet("the run's thread is being created elsewhere")
-        waiting = len(await self.link.parked_tasks(run.id))
+        waiting = await self._waiting(run, place.chat, () if posting is None else (posting,))
         text, blocks = self._parent(run, waiting)
         try:
             response = await self._call(
@@ -396,25 +402,33 @@ class SlackPlatform:
                 chat=t.chat, ts=t.ts, waiting=t.waiting, announced=True,
             ))  # fmt: skip
 
+    async def _waiting(self, run: Run, chat: str, posting: Collection[str]) -> int:
+        """The run's open decisions shown in `chat`: a route may show some of them in
+        another channel only, and that channel's parent counts those."""
+        parked = await self.link.parked_tasks(run.id)
+        return await count_shown_in(self.chats, CHANNEL, parked, chat, posting)
+
     def _parent(self, run: Run, waiting: int) -> tuple[str, list[dict[str, Any]]]:
         return fmt.thread_parent(
             run.title or run.id, run.profile, waiting, run_url(self.link.base_url, run.id)
         )
 
-    def _refresh_parent_soon(self, run: Run, key: str, delay: float = 0.5) -> None:
+    def _refresh_parent_soon(self, run: Run, key: str) -> None:
         """Bring the parent's count up to date once a burst of changes settles (one edit for
         many parks or endings)."""
         if key in self._parents and not self._parents[key].done():
             return
-        self._parents[key] = asyncio.create_task(self._refresh_parent(run, key, delay))
+        refresh = self._refresh_parent(run, key, self._parent_refresh)
+        self._parents[key] = asyncio.create_task(refresh)
 
     async def _refresh_parent(self, run: Run, key: str, delay: float) -> None:
         await asyncio.sleep(delay)
         self._parents.pop(key, None)
+        posting = self._posting.pop(key, set())
         try:
             found = await self.chats.get_record(CHANNEL, key)
             thread = RunThread.of(found.data) if found else RunThread()
-            waiting = len(await self.link.parked_tasks(run.id))
+            waiting = await self._waiting(run, thread.chat, posting)
             if not thread.ts or waiting == thread.waiting:
                 return
             text, blocks = self._parent(run, waiting)
@@ -430,6 +444,7 @@ class SlackPlatform:
         for task in self._parents.values():
             task.cancel()
         self._parents.clear()
+        self._posting.clear()
 
     # rendering and lookups -----------------------------------------------------------------------
     def _page(self, page: Page) -> tuple[str, list[dict[str, Any]]]:

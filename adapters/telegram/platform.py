@@ -85,7 +85,7 @@ class TelegramPlatform:
     async def healthy(self) -> bool:
         return self._running()
 
-    async def open_thread(self, run: Run, place: Place) -> Place:
+    async def open_thread(self, run: Run, place: Place, *, posting: str | None = None) -> Place:
         return place
 
     def mention(self, member: Member) -> str | None:
