@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 import asyncpg
 import pytest
 import pytest_asyncio
+from hypothesis import HealthCheck, settings
+from hypothesis.configuration import set_hypothesis_home_dir
 
 from bot.clock import FakeClock
 from bot.config import Settings
@@ -25,6 +27,16 @@ if TYPE_CHECKING:
     from playwright.async_api import Browser
 
     from tests.web_helpers import Site
+
+# Property tests: no example database (it would be written into the tree, .hypothesis/), no
+# per-example deadline and no "too slow" health check (both fail on a loaded machine, not on a
+# defect). Each test's own @settings still sets its number of examples.
+settings.register_profile(
+    "approvalbot", database=None, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.load_profile("approvalbot")
+# Its cache of the source's constants goes outside the tree too.
+set_hypothesis_home_dir(os.path.join(os.environ.get("TMPDIR", "/tmp"), "approvalbot-hypothesis"))
 
 SUITE_KNOBS = ("APPROVALBOT_TEST_", "APPROVALBOT_BENCH_", "APPROVALBOT_CHROMIUM")
 
