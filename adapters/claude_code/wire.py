@@ -12,6 +12,11 @@ import socket
 from typing import Any
 from urllib.parse import quote, urlsplit
 
+# A service that does not even take the connection within this many seconds is unreachable:
+# a blackholed address would otherwise hold the hook for a request's whole timeout (up to the
+# long-poll's 85 s) before it says so. Reading the answer keeps the request's own timeout.
+CONNECT_TIMEOUT = 5.0
+
 
 class Unreachable(Exception):
     """No HTTP answer at all: refused connection, unknown host, timeout, garbled reply."""
@@ -96,7 +101,9 @@ def _plain(
     head = f"{method} {target} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
     # An ASCII host as bytes: a str would be IDNA-encoded, importing `encodings.idna`.
     host: str | bytes = end.host.encode() if end.host.isascii() else end.host
-    with socket.create_connection((host, end.port), timeout=timeout) as sock:  # type: ignore[arg-type]
+    connect = min(timeout, CONNECT_TIMEOUT)
+    with socket.create_connection((host, end.port), timeout=connect) as sock:  # type: ignore[arg-type]
+        sock.settimeout(timeout)
         sock.sendall(head.encode("latin-1") + b"\r\n" + data)
         chunks: list[bytes] = []
         while True:
@@ -144,8 +151,13 @@ def _https(
 ) -> tuple[int, bytes]:
     import http.client
 
-    connection = http.client.HTTPSConnection(end.host, end.port, timeout=timeout)
+    connection = http.client.HTTPSConnection(
+        end.host, end.port, timeout=min(timeout, CONNECT_TIMEOUT)
+    )
     try:
+        connection.connect()
+        assert connection.sock is not None
+        connection.sock.settimeout(timeout)
         connection.request(method, target, body=data or None, headers=headers)
         response = connection.getresponse()
         return response.status, response.read()
