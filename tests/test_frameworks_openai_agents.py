@@ -4,12 +4,21 @@ resolved through a real approvalbot server, a person (alice) deciding over the A
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from agents import Agent, FunctionTool, ModelResponse, RunConfig, Runner, Usage, function_tool
+from agents import (
+    Agent,
+    ModelResponse,
+    RunConfig,
+    Runner,
+    RunState,
+    Usage,
+    function_tool,
+)
 from agents.agent_output import AgentOutputSchemaBase
 from agents.handoffs import Handoff
 from agents.items import TResponseInputItem, TResponseStreamEvent
@@ -40,6 +49,7 @@ from tests.frameworks_harness import (
     keywords,
     load_example,
     needs_editing,
+    next_decision,
     with_person,
 )
 from tests.http_harness import Served
@@ -87,8 +97,9 @@ class ScriptedModel(Model):
         prompt: Any,
     ) -> ModelResponse:
         for item in input if isinstance(input, list) else []:
-            if isinstance(item, dict) and item.get("type") == "function_call_output":
-                self.outputs[str(item["call_id"])] = str(item["output"])
+            entry: dict[str, Any] = dict(item)
+            if entry.get("type") == "function_call_output":
+                self.outputs[str(entry["call_id"])] = str(entry["output"])
         output = self.turns.pop(0) if self.turns else [said("done")]
         return ModelResponse(output=output, usage=Usage(), response_id=None)
 
@@ -116,7 +127,7 @@ class Tools:
             ran.append(f"deploy {env}")
             return f"deployed {env}"
 
-        self.all: list[FunctionTool] = [
+        self.all: list[Tool] = [
             function_tool(fn, needs_approval=needs_approval) for fn in (lookup, drop_table, deploy)
         ]
 
@@ -265,3 +276,60 @@ async def test_an_edited_input_goes_back_to_the_model(api: Served, alice: sdk.Wo
         "deploy was not run as asked: approved by alice, with an edited input. Call deploy "
         'again with exactly these arguments: {"env": "staging"}'
     )
+
+
+async def test_a_state_restored_elsewhere_finds_its_parked_call(
+    api: Served, alice: sdk.Workspace
+) -> None:
+    """Park, save the state and go down; alice approves meanwhile; another process restores the
+    state and resumes: the same approvalbot run and task, her approval honoured, no new park."""
+    model = ScriptedModel([call("deploy", {"env": "prod"}, "c1")])
+    result = await Runner.run(Agent(name="ops", model=model, tools=Tools().all), "go",
+                              run_config=OFFLINE)  # fmt: skip
+    waiting = asyncio.ensure_future(resolve_interruptions(result, **keywords(api)))
+    parked = await next_decision(alice)
+    saved = result.to_state().to_string()  # the state the process saved while the call waited
+    waiting.cancel()  # the agent process goes down ...
+    await asyncio.gather(waiting, return_exceptions=True)
+    close_gates()  # ... and with it every gate and its map of runs
+    await parked.approve()  # alice approves while nobody waits
+
+    tools = Tools()  # the new process: its own agent, tools and bridge
+    agent = Agent(name="ops", model=ScriptedModel(), tools=tools.all)
+    state = await RunState.from_string(agent, saved)
+    result = await Runner.run(agent, state, run_config=OFFLINE)
+    while result.interruptions:  # (a new park instead would end, not run, after 20 s)
+        state = await resolve_interruptions(result, **keywords(api), wait=20)
+        result = await Runner.run(agent, state, run_config=OFFLINE)
+    assert tools.ran == ["deploy prod"] and result.final_output == "done"
+    assert await alice.decisions.list() == []  # no new park
+    status, task = await api.call("GET", f"/runs/{parked.run_id}/tasks/{parked.key}")
+    assert (status, task["state"], task["resolved_by"]) == (200, "granted", "alice")
+    assert {entry.run_id for entry in await alice.log()} == {parked.run_id}  # one run
+
+
+async def test_a_resume_saved_before_asking_stays_in_the_run(
+    api: Served, alice: sdk.Workspace
+) -> None:
+    """A state saved at a later interruption, before asking approvalbot about it, still carries
+    the run (from the first call on); a restored `RunState` may be decided directly."""
+    model = ScriptedModel(
+        [call("deploy", {"env": "eu"}, "c1")], [call("deploy", {"env": "us"}, "c2")]
+    )
+    person = Person(alice)
+    agent = Agent(name="ops", model=model, tools=Tools().all)
+    result = await Runner.run(agent, "go", run_config=OFFLINE)
+    state = await with_person(resolve_interruptions(result, **keywords(api)), person.approve)
+    result = await Runner.run(agent, state, run_config=OFFLINE)  # interrupted again, at c2
+    saved = result.to_state().to_json()
+    close_gates()
+
+    tools = Tools()
+    agent = Agent(name="ops", model=ScriptedModel(), tools=tools.all)
+    restored = await RunState.from_json(agent, saved)
+    decided = resolve_interruptions(restored, **keywords(api))
+    state = await with_person(decided, person.approve)
+    assert state is restored
+    result = await Runner.run(agent, state, run_config=OFFLINE)
+    assert tools.ran == ["deploy us"] and not result.interruptions
+    assert person.seen[0].run_id == person.seen[1].run_id

@@ -240,6 +240,9 @@ class Gate:
         self._loop: _Loop | None = None
         self._client: Client | None = None
         self._runs: OrderedDict[Hashable, Run] = OrderedDict()  # oldest used first
+        # Sessions to continue in a run declared before, maybe by another process (a framework
+        # state restored elsewhere): taken up at the session's next call instead of declaring.
+        self._adopted: dict[Hashable, str] = {}
         self._declaring: asyncio.Lock | None = None
         self._started = threading.Lock()
         _every_gate.add(self)  # closed at exit, even one a bridge kept after `close_gates`
@@ -305,6 +308,21 @@ class Gate:
     def forget(self, session: Hashable) -> None:
         """Drop a finished session's run from the map (the run itself stays in approvalbot)."""
         self._runs.pop(session, None)
+        self._adopted.pop(session, None)
+
+    def adopt(self, session: Hashable, run_id: str) -> None:
+        """Continue `session` in the approvalbot run `run_id` (declared before, by this process
+        or another) instead of declaring one at its next call; a session already in a run
+        keeps it. A run the service no longer knows is replaced by a new one, as always."""
+        if session not in self._runs:
+            while len(self._adopted) >= MAX_SESSIONS:  # adopted and never used: the oldest go
+                self._adopted.pop(next(iter(self._adopted)))
+            self._adopted[session] = run_id
+
+    async def run_of(self, session: Hashable, title: str | None = None) -> str | None:
+        """The session's approvalbot run id, declaring the run now if it has none; None when
+        it cannot be had (the call that follows then says why, worded for the model)."""
+        return await self._on_loop(self._run_id(session, title), lambda _why: None)
 
     def close(self) -> None:
         """Stop the loop and close the client's connections; calls still waiting end "not run".
@@ -451,6 +469,13 @@ class Gate:
             raise Failure(f"approvalbot could not be asked ({type(error).__name__})") from error
         return None if task.parked else task
 
+    async def _run_id(self, session: Hashable, title: str | None) -> str | None:
+        try:
+            return (await self._run(session, title)).id
+        except Exception as error:  # reported by the call that follows, never raised here
+            log.info("approvalbot run not declared yet: %s", type(error).__name__)
+            return None
+
     async def _run(self, session: Hashable, title: str | None) -> Run:
         found = self._runs.get(session)
         if found is not None:
@@ -468,11 +493,17 @@ class Gate:
                 if self._client is None:
                     self._client = Client(self.target.url, self.target.token)
                 runs = self._client.workspace(self.target.workspace).runs
-                found = await runs.declare(profile=self.target.profile, title=title or self.title)
+                adopted = self._adopted.pop(session, None)
+                if adopted is not None:
+                    found = runs.run(adopted)
+                else:
+                    found = await runs.declare(
+                        profile=self.target.profile, title=title or self.title
+                    )
+                    log.info("declared run %s (%s)", found.id, title or self.title)
                 self._runs[session] = found
                 while len(self._runs) > MAX_SESSIONS:  # a long-lived process: forget the oldest
                     self._runs.popitem(last=False)
-                log.info("declared run %s (%s)", found.id, title or self.title)
             return found
 
     def _api_error(self, error: ApiError) -> str:

@@ -11,7 +11,10 @@ cannot ask the run's rules itself: it routes every call of the tool to an interr
 `resolve_interruptions` (which has each `ToolApprovalItem`'s name) puts it through approvalbot.
 A call the rules grant or refuse is decided at once (the run resumes without a person); a parked
 one waits for a person. A refusal is `RunState.reject` with the detail as the message the model
-reads. One approvalbot run per agent run, its resumes included (they share the run's context).
+reads. One approvalbot run per agent run, its resumes included (they share the run's context),
+also a `RunState` serialized (`to_json`/`to_string`) and restored in another process: the run's
+approvalbot run id rides in the state itself (see `_carry`), so the restored run asks about its
+parked calls in the run they were parked in, and a decision made meanwhile is found.
 
 The SDK cannot change an approved call's arguments, so when a person approves an edited input
 the call is rejected with a message giving the model that input to call the tool with.
@@ -28,6 +31,7 @@ from typing import Any
 from agents import FunctionTool, RunContextWrapper, RunState, function_tool
 from agents.items import ToolApprovalItem
 from agents.result import RunResult, RunResultStreaming
+from agents.run_context import _ApprovalRecord
 from agents.tool_context import ToolContext
 
 from adapters.frameworks.gate import Gate, Outcome, find_target, gate_for
@@ -41,6 +45,10 @@ ASK_HUMAN_DESCRIPTION = (
 
 _SESSION = "_approvalbot_session"  # the attribute on a run's context wrapper
 _by_usage: dict[int, str] = {}  # id of a live run's Usage -> its session
+# The entry of the run's approvals ledger that carries its approvalbot run: the ledger is the one
+# part of a `RunState` that is always serialized (whatever the run's context, tracing on or off)
+# and restored as it was. No function tool can be named so (a colon), so the SDK never reads it.
+_CARRIER = "approvalbot:run"
 
 
 async def needs_approval(
@@ -54,16 +62,55 @@ async def needs_approval(
 def session_of(context: RunContextWrapper[Any]) -> Hashable:
     """One key per agent run. The SDK gives a run no id, so the key rides on the run's context
     wrapper (`to_state` copies it into each resume) and on its `usage` object, the one thing a
-    `ToolContext` shares with the run's wrapper (so `ask_human` finds the run's key)."""
+    `ToolContext` shares with the run's wrapper (so `ask_human` finds the run's key). A wrapper
+    restored from a serialized state has neither: its key is then the approvalbot run it carries."""
     found = getattr(context, _SESSION, None)
     if not isinstance(found, str):
         found = _by_usage.get(id(context.usage))
     if found is None:
-        found = secrets.token_hex(8)
+        carried = carried_run(context)
+        found = f"run:{carried[1]}" if carried else secrets.token_hex(8)
     if not isinstance(context, ToolContext):
         setattr(context, _SESSION, found)
     _remember(context, found)
     return ("openai-agents", found)
+
+
+def carried_run(context: RunContextWrapper[Any]) -> tuple[str, str] | None:
+    """(workspace, run id) of the approvalbot run the wrapper's ledger carries, if any."""
+    ledger = getattr(context, "_approvals", None)
+    record = ledger.get(_CARRIER) if isinstance(ledger, dict) else None
+    carried = getattr(record, "rejection_messages", None)
+    if not isinstance(carried, dict):
+        return None
+    workspace, run_id = carried.get("workspace"), carried.get("run")
+    if isinstance(workspace, str) and isinstance(run_id, str) and run_id:
+        return workspace, run_id
+    return None
+
+
+def _carry(context: RunContextWrapper[Any] | None, workspace: str, run_id: str | None) -> None:
+    """Write the run's approvalbot run into its approvals ledger (shared with its tool contexts
+    and copied into every state made from it): an entry with no call approved or rejected."""
+    ledger = getattr(context, "_approvals", None)
+    if run_id is None or not isinstance(ledger, dict):
+        return
+    ledger[_CARRIER] = _ApprovalRecord(
+        approved=[], rejected=[], rejection_messages={"workspace": workspace, "run": run_id}
+    )
+
+
+async def _session(gate: Gate, context: RunContextWrapper[Any], title: str | None) -> Hashable:
+    """The run's session on `gate`, continuing the approvalbot run its state carries (one a
+    serialized state brought from another process), declared now if it has none and carried."""
+    session = session_of(context)
+    carried = carried_run(context)
+    if carried is not None and carried[0] == gate.target.workspace:
+        gate.adopt(session, carried[1])
+    # Declared and carried before anything waits for a person: a state saved while a call is
+    # parked (the process going down) brings the run along.
+    _carry(context, gate.target.workspace, await gate.run_of(session, title))
+    return session
 
 
 def _remember(context: RunContextWrapper[Any], session: str) -> None:
@@ -114,7 +161,7 @@ def decide_item(state: RunState[Any], item: ToolApprovalItem, outcome: Outcome) 
 
 
 async def resolve_interruptions(
-    result: RunResult | RunResultStreaming,
+    result: RunResult | RunResultStreaming | RunState[Any],
     *,
     url: str | None = None,
     token: str | None = None,
@@ -123,20 +170,31 @@ async def resolve_interruptions(
     wait: float | None = None,
 ) -> RunState[Any]:
     """Decide every pending `ToolApprovalItem` of `result` through approvalbot and return the
-    `RunState` to pass back to `Runner.run`."""
+    `RunState` to pass back to `Runner.run`. `result` may also be a `RunState` (one restored
+    with `RunState.from_string`): it is decided in place and returned."""
     gate = _gate(url, token, workspace, profile, wait)
-    session = session_of(result.context_wrapper)
-    state = result.to_state()
-    if state._context is not None:  # the wrapper the resumed run goes on with
-        session_of(state._context)
-    for item in result.interruptions:
-        if not isinstance(item, ToolApprovalItem):
-            continue
+    if isinstance(result, RunState):
+        state, interruptions = result, result.get_interruptions()
+        context = state._context
+        if context is None:
+            return state
+    else:
+        interruptions, context = result.interruptions, result.context_wrapper
+    items = [item for item in interruptions if isinstance(item, ToolApprovalItem)]
+    title = _title(items[0]) if items else None
+    session = await _session(gate, context, title)
+    if not isinstance(result, RunState):
+        state = result.to_state()
+        if state._context is not None:  # the wrapper the resumed run goes on with
+            session_of(state._context)
+    for item in items:
         tool = item.tool_name or item.name or "tool"
         outcome = await gate.decide(
             session, tool, _arguments(item), call_id=item.call_id, title=_title(item)
         )
         decide_item(state, item, outcome)
+    # A run the service no longer knew was replaced while deciding: the state carries the new one.
+    _carry(state._context, gate.target.workspace, gate.run_id(session))
     return state
 
 
@@ -168,9 +226,8 @@ def make_ask_human(
         call_id = ctx.tool_call_id if isinstance(ctx, ToolContext) else None
         name = getattr(getattr(ctx, "agent", None), "name", "")
         title = f"{TITLE} · {name}" if name else TITLE
-        answer = await gate.ask(
-            session_of(ctx), prompt, options, multi, call_id=call_id, title=title
-        )
+        session = await _session(gate, ctx, title)
+        answer = await gate.ask(session, prompt, options, multi, call_id=call_id, title=title)
         return answer.text
 
     return function_tool(
