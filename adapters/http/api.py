@@ -125,8 +125,15 @@ async def get_run(request: web.Request, ctx: Ctx) -> web.Response:
 
 
 async def stop_run(request: web.Request, ctx: Ctx) -> web.Response:
-    await read_body(request, m.EmptyIn)
-    run = await ctx.core.service.stop(ctx.who, ctx.ws, _run_id(request), via=via(request))
+    body = await read_body(request, m.StopIn)
+    run = await ctx.core.service.stop(
+        ctx.who,
+        ctx.ws,
+        _run_id(request),
+        via=via(request),
+        outcome=body.outcome,
+        reason=body.reason,
+    )
     return json_response(m.run_out(run))
 
 

@@ -90,14 +90,19 @@ class Client:
         session: aiohttp.ClientSession | None = None,
         retries: int = 3,
         surface: str | None = None,
+        connect_timeout: float = 5.0,
     ) -> None:
         """`surface` names the program deciding through this client, recorded with each decision
         (`via`): the service accepts `cli` (what `approvalbot asks` sends); anything else is
-        recorded as `api`, the default."""
+        recorded as `api`, the default. `connect_timeout` bounds connecting, in seconds (aiohttp
+        waits 30 by default): a service that does not answer the connection in time is
+        unreachable at once (`aiohttp.ConnectionTimeoutError`); reads, long polls and feeds keep
+        their own bounds."""
         self.url = url.rstrip("/")
         self.token = token
         self.retries = retries
         self.surface = surface
+        self.connect_timeout = connect_timeout
         self._session = session
         self._own_session = session is None
 
@@ -106,6 +111,19 @@ class Client:
         if self._session is None:
             self._session = aiohttp.ClientSession()
         return self._session
+
+    def timeout(self, base: aiohttp.ClientTimeout | None = None) -> aiohttp.ClientTimeout:
+        """`base` (by default the session's) with connecting bounded by `connect_timeout`; its
+        total and read bounds as they are (None stays None)."""
+        if base is None:
+            base = self.session.timeout
+        return aiohttp.ClientTimeout(
+            total=base.total,
+            sock_read=base.sock_read,
+            connect=self.connect_timeout,
+            sock_connect=self.connect_timeout,
+            ceil_threshold=base.ceil_threshold,
+        )
 
     def headers(self, extra: dict[str, str] | None = None) -> dict[str, str]:
         headers = {"Accept": "application/json"}
@@ -125,21 +143,30 @@ class Client:
         idempotent: bool | None = None,
     ) -> Any:
         """One JSON request; an error answer raises `ApiError`. Idempotent requests (every GET,
-        and appends carrying a key) are retried on connection failures."""
+        and appends carrying a key) are retried on connection failures, but not after a
+        connect timeout: the service did not answer for `connect_timeout` seconds, and asking
+        again would only multiply the wait before the caller hears it is unreachable."""
         retry = method == "GET" if idempotent is None else idempotent
         data = None if body is None else json.dumps(body).encode()
         headers = self.headers({"Content-Type": "application/json"} if data else None)
+        timeout = self.timeout()
         for attempt in range(self.retries + 1 if retry else 1):
             try:
                 async with self.session.request(
-                    method, self.url + path, data=data, headers=headers, params=query
+                    method,
+                    self.url + path,
+                    data=data,
+                    headers=headers,
+                    params=query,
+                    timeout=timeout,
                 ) as response:
                     text = await response.text()
                     if response.status >= 400:
                         raise error_from(response.status, text)
                     return json.loads(text) if text else None
-            except (TimeoutError, aiohttp.ClientConnectionError):
-                if attempt >= self.retries or not retry:
+            except (TimeoutError, aiohttp.ClientConnectionError) as error:
+                gave_up = isinstance(error, aiohttp.ConnectionTimeoutError)
+                if attempt >= self.retries or not retry or gave_up:
                     raise
                 await asyncio.sleep(min(2.0, 0.1 * 2**attempt))
         raise AssertionError("unreachable")
@@ -318,11 +345,16 @@ class Run:
     async def get(self) -> m.RunOut:
         return m.RunOut.model_validate(await self.client.request("GET", self.base))
 
-    async def _verb(self, verb: str) -> m.RunOut:
-        return m.RunOut.model_validate(await self.client.request("POST", f"{self.base}/{verb}"))
+    async def _verb(self, verb: str, body: dict[str, str] | None = None) -> m.RunOut:
+        answer = await self.client.request("POST", f"{self.base}/{verb}", body)
+        return m.RunOut.model_validate(answer)
 
-    async def stop(self) -> m.RunOut:
-        return await self._verb("stop")
+    async def stop(self, outcome: str | None = None, reason: str | None = None) -> m.RunOut:
+        """Stop the run, saying how its work went if you like: `outcome` `succeeded` or
+        `failed`, and a short `reason` (at most 500 characters) for the log and the page.
+        Stopping a stopped run is a no-op that keeps the first stop's outcome."""
+        fields = {"outcome": outcome, "reason": reason}
+        return await self._verb("stop", {k: v for k, v in fields.items() if v is not None} or None)
 
     async def retry(self) -> m.RunOut:
         return await self._verb("retry")
@@ -340,13 +372,14 @@ class Run:
         trace: TracebackType | None,
     ) -> None:
         """The run ends with the block: stopped (parked calls cancelled; stopping a run that is
-        stopped already is a no-op). After an exception the stop is attempted and the
-        exception goes on; a failure to stop never hides it."""
+        stopped already is a no-op), `succeeded` after a normal exit. After an exception the
+        stop is attempted as `failed`, its reason the exception's type name (never its message,
+        which may hold secrets), and the exception goes on; a failure to stop never hides it."""
         if error is None:
-            await self.stop()
+            await self.stop("succeeded")
             return
         try:
-            await asyncio.shield(self.stop())
+            await asyncio.shield(self.stop("failed", type(error).__name__))
         except (ApprovalbotError, TimeoutError, aiohttp.ClientError, asyncio.CancelledError):
             pass
 

@@ -16,7 +16,15 @@ import math
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    WithJsonSchema,
+    model_validator,
+)
 
 from bot.domain import Executor, Run, Task
 
@@ -180,6 +188,22 @@ class DenyIn(RequestModel):
 
 class EmptyIn(RequestModel):
     """Verbs without arguments accept no body, `{}`, or nothing else."""
+
+
+class StopIn(RequestModel):
+    """Stop a run, optionally saying how its work went: `outcome` and a short `reason` (stripped,
+    at most 500 characters) go to the decision log. No body, or `{}`, stops it saying nothing."""
+
+    outcome: Literal["succeeded", "failed"] | None = None
+    reason: (
+        Annotated[
+            str,
+            StringConstraints(strip_whitespace=True, max_length=500),
+            _NO_NUL,
+            AfterValidator(_check_text),
+        ]
+        | None
+    ) = None
 
 
 class ResolutionIn(RequestModel):

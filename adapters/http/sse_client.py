@@ -25,7 +25,8 @@ async def follow(client: Client, path: str, last_event_id: int = 0) -> AsyncIter
             headers = client.headers({"Accept": "text/event-stream"})
             if last:
                 headers["Last-Event-ID"] = str(last)
-            timeout = aiohttp.ClientTimeout(total=None, sock_read=60)
+            # Never a total: a feed lasts as long as it is followed; connecting is bounded.
+            timeout = client.timeout(aiohttp.ClientTimeout(total=None, sock_read=60))
             async with client.session.get(
                 client.url + path, headers=headers, timeout=timeout
             ) as response:

@@ -110,9 +110,14 @@ def ending_of(
         if held is not None and held.entry.at <= entry.at:
             after += " for " + " ".join(format_duration(entry.at - held.entry.at).split()[:2])
         return RunEnding("abandoned", f"abandoned by {entry.actor}{after}", entry.at, entry.via)
+    # What the stop said of the work, when it said anything: ": failed — ValueError".
+    detail = entry.detail if isinstance(entry.detail, dict) else {}
+    said = (detail.get("outcome"), detail.get("reason"))
+    told = " — ".join(part for part in said if isinstance(part, str) and part)
+    told = f": {told}" if told else ""
     if by_agent:
-        return RunEnding("finished", f"finished by the agent ({entry.actor})", entry.at)
-    return RunEnding("stopped", f"stopped by {entry.actor}", entry.at, entry.via)
+        return RunEnding("finished", f"finished by the agent ({entry.actor}){told}", entry.at)
+    return RunEnding("stopped", f"stopped by {entry.actor}{told}", entry.at, entry.via)
 
 
 @dataclass

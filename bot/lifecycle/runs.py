@@ -16,6 +16,28 @@ from bot.lifecycle.quorum import Quorum
 from bot.rules import compile_policy
 
 KEY_LIMIT = 200  # a task key's length (KEY_PATTERN; the column holds no more on PostgreSQL)
+OUTCOMES = ("succeeded", "failed")  # what the one who stops a run may say of its work
+REASON_LIMIT = 500  # characters of a stop's reason
+
+
+def stop_detail(outcome: str | None, reason: str | None) -> dict[str, str]:
+    """What a stop says of the run's work, checked: `{}`, or its outcome and (stripped) reason.
+    A blank reason is no reason."""
+    detail: dict[str, str] = {}
+    if outcome is not None:
+        if outcome not in OUTCOMES:
+            raise invalid("outcome: must be succeeded or failed")
+        detail["outcome"] = outcome
+    if reason is not None:
+        reason = reason.strip()
+        if len(reason) > REASON_LIMIT:
+            raise invalid(f"reason: at most {REASON_LIMIT} characters")
+        problem = effects.storable_problem(reason, "reason")
+        if problem:
+            raise invalid(problem)
+        if reason:
+            detail["reason"] = reason
+    return detail
 
 
 def retry_key(key: str, serial: int, taken: Container[str]) -> str:
@@ -111,12 +133,22 @@ class Runs(Quorum):
         return run
 
     async def stop(
-        self, principal: Principal, workspace_id: str, run_id: str, *, via: str = "api"
+        self,
+        principal: Principal,
+        workspace_id: str,
+        run_id: str,
+        *,
+        via: str = "api",
+        outcome: str | None = None,
+        reason: str | None = None,
     ) -> Run:
-        """Stop the run: every parked call and question is cancelled. Stopping twice is a no-op."""
+        """Stop the run: every parked call and question is cancelled. `outcome` (succeeded or
+        failed) and `reason` say how its work went; they go to the log entry. Stopping twice is
+        a no-op: the first stop's outcome stays."""
         access.check_workspace(principal, workspace_id)
+        said = stop_detail(outcome, reason)
         return await self._halt(
-            principal, workspace_id, run_id, ("running", "held"), "stopped", via
+            principal, workspace_id, run_id, ("running", "held"), "stopped", via, said
         )
 
     async def abandon(
@@ -134,6 +166,7 @@ class Runs(Quorum):
         from_states: tuple[str, ...],
         action: str,
         via: str,
+        said: dict[str, str] | None = None,
     ) -> Run:
         now = self.clock.now()
         async with self.store.write() as tx:
@@ -147,10 +180,10 @@ class Runs(Quorum):
                 ending = Ending("cancelled", now, principal.name, via, error=error)
                 await self._end(tx, run, task, ending, "cancelled", principal)
             # The kind tells a member from an application that shares its name.
-            kind = {"principal_kind": principal.kind}
-            data = {"by": principal.name, "via": via, "action": action} | kind
+            detail = {"principal_kind": principal.kind} | (said or {})
+            data = {"by": principal.name, "via": via, "action": action} | detail
             await tx.add_events([NewEvent(run.id, "run_stopped", data)], now)
-            entry = log_entry(run, None, f"run_{action}", principal, via, kind, at=now)
+            entry = log_entry(run, None, f"run_{action}", principal, via, detail, at=now)
             await tx.add_log([entry])
             run = replace(run, state="stopped")  # never change the remembered declaration
         self.after_commit(run, outbox=bool(self.channels))
