@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import secrets
-from collections.abc import AsyncIterator
+import socket
+import time
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -77,6 +79,43 @@ LONGEST_FIRST = (
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: order kept
+
+
+@pytest.fixture
+def blackholed() -> Iterator[str]:
+    """A loopback URL whose connections are never completed: a listener with backlog 0 whose
+    accept queue is full, so the kernel drops further SYNs (no RST, unlike a closed port)."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(0)
+    port = listener.getsockname()[1]
+    fillers = []
+    for _ in range(3):
+        filler = socket.socket()
+        filler.setblocking(False)
+        filler.connect_ex(("127.0.0.1", port))
+        fillers.append(filler)
+    check = socket.socket()
+    check.setblocking(False)
+    check.connect_ex(("127.0.0.1", port))
+    fillers.append(check)
+    try:
+        time.sleep(0.2)  # a loopback handshake the kernel completes takes microseconds
+        if _connected(check):
+            pytest.skip("this kernel completes connections beyond a full accept queue")
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        for each in fillers:
+            each.close()
+        listener.close()
+
+
+def _connected(sock: socket.socket) -> bool:
+    try:
+        sock.getpeername()
+    except OSError:
+        return False
+    return True
 
 
 def bytecode_env() -> dict[str, str]:

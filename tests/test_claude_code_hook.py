@@ -13,6 +13,7 @@ import json
 import os
 import socket
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -268,6 +269,17 @@ async def test_service_down_and_bad_token_answer_on_error(hook: Hook) -> None:
     decision(out, "deny")
     out, err = await hook(bash, APPROVALBOT_TOKEN="")
     assert "APPROVALBOT_TOKEN" in decision(out, "ask") and "APPROVALBOT_TOKEN" in err
+
+
+async def test_a_blackholed_service_answers_on_error_within_the_connect_bound(
+    hook: Hook, blackholed: str
+) -> None:
+    """A service that never takes the connection: the hook says so after its 5 s connect
+    bound (adapters/claude_code/wire.py), not after a request's whole timeout."""
+    started = time.monotonic()
+    out, err = await hook(claude("Bash", {"command": "ls"}, "toolu_b"), APPROVALBOT_URL=blackholed)
+    assert "cannot reach" in decision(out, "ask") and "timed out" in err
+    assert time.monotonic() - started < 25  # the bound is 5 s; before, 30 s
 
 
 async def test_a_5xx_answers_on_error(hook: Hook) -> None:

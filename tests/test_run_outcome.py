@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import aiohttp
@@ -141,44 +139,7 @@ async def test_the_run_page_tells_how_the_work_went(api: Served) -> None:
             assert status == 200 and wanted in page, wanted
 
 
-# connecting ------------------------------------------------------------------------------------
-@pytest.fixture
-def blackholed() -> Iterator[str]:
-    """A loopback URL whose connections are never completed: a listener with backlog 0 whose
-    accept queue is full, so the kernel drops further SYNs (no RST, unlike a closed port)."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(0)
-    port = listener.getsockname()[1]
-    fillers = []
-    for _ in range(3):
-        filler = socket.socket()
-        filler.setblocking(False)
-        filler.connect_ex(("127.0.0.1", port))
-        fillers.append(filler)
-    check = socket.socket()
-    check.setblocking(False)
-    check.connect_ex(("127.0.0.1", port))
-    fillers.append(check)
-    try:
-        time.sleep(0.2)  # a loopback handshake the kernel completes takes microseconds
-        if _connected(check):
-            pytest.skip("this kernel completes connections beyond a full accept queue")
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        for each in fillers:
-            each.close()
-        listener.close()
-
-
-def _connected(sock: socket.socket) -> bool:
-    try:
-        sock.getpeername()
-    except OSError:
-        return False
-    return True
-
-
+# connecting (the `blackholed` fixture: tests/conftest.py) -------------------------------------
 async def test_an_unanswered_connection_gives_up_after_connect_timeout(blackholed: str) -> None:
     client = sdk.Client(blackholed, "aba_unused", connect_timeout=1)
     # The feed's bounds: connecting bounded, reading and the whole as they were.

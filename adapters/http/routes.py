@@ -91,7 +91,7 @@ ROUTES: tuple[Route, ...] = (
           description="An author ask's resolution_token (from its append receipt) replaces "
           "any other credential: single use, that task only."),
     Route("POST", RUN + "/stop", api.stop_run, "Stop the run; parked tasks are cancelled",
-          "app, member", m.EmptyIn, m.RunOut, errors=(401, 404, 409, 422)),
+          "app, member", m.StopIn, m.RunOut, errors=(401, 404, 409, 422)),
     Route("POST", RUN + "/retry", api.retry_run, "Take a held run up again; expired holds are "
           "asked anew", "member", m.EmptyIn, m.RunOut, errors=(401, 403, 404, 409, 422)),
     Route("POST", RUN + "/abandon", api.abandon_run, "Stop a held run", "member", m.EmptyIn,

@@ -75,9 +75,16 @@ class _Loop:
 
 
 class SyncClient:
-    def __init__(self, url: str, token: str | None = None, *, surface: str | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        token: str | None = None,
+        *,
+        surface: str | None = None,
+        connect_timeout: float = 5.0,
+    ) -> None:
         self._loop = _Loop()
-        self.client = c.Client(url, token, surface=surface)
+        self.client = c.Client(url, token, surface=surface, connect_timeout=connect_timeout)
 
     def workspace(self, workspace_id: str) -> SyncWorkspace:
         return SyncWorkspace(self._loop, self.client.workspace(workspace_id))
@@ -153,8 +160,9 @@ class SyncRun:
     def get(self) -> m.RunOut:
         return self._loop.run(self.run.get())
 
-    def stop(self) -> m.RunOut:
-        return self._loop.run(self.run.stop())
+    def stop(self, outcome: str | None = None, reason: str | None = None) -> m.RunOut:
+        """As `Run.stop`: `outcome` succeeded or failed, a short `reason`, both optional."""
+        return self._loop.run(self.run.stop(outcome, reason))
 
     def retry(self) -> m.RunOut:
         return self._loop.run(self.run.retry())
