@@ -7,6 +7,7 @@ import secrets
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any, Protocol, cast
 
 from bot import errors, quorum, tokens
 from bot.clock import Clock
@@ -39,6 +40,24 @@ class Issued:
 
     principal: Principal
     token: str
+
+
+@dataclass(frozen=True)
+class GroupRemoval:
+    """What `remove_group` did: the members taken out, whether the group itself went, and,
+    when it was forced, the running runs it left short of approvers."""
+
+    removed: list[str]
+    deleted: bool
+    forced: quorum.GroupInUse | None = None
+
+
+class _GroupUseTx(Protocol):
+    """The store's read of the running runs' requirements (store/tx_quorum.py)."""
+
+    async def live_requirements(
+        self, workspace_id: str
+    ) -> list[tuple[str, list[Any], str | None]]: ...
 
 
 class Admin:
@@ -168,11 +187,13 @@ class Admin:
         return created, added
 
     async def remove_group(
-        self, workspace_id: str, name: str, members: Sequence[str] = ()
-    ) -> list[str]:
-        """Take the named members out of the group, or with none named remove the group; the
-        names taken out. Runs declared before keep their requirements (they are frozen) and
-        now count the group's members as they are."""
+        self, workspace_id: str, name: str, members: Sequence[str] = (), *, force: bool = False
+    ) -> GroupRemoval:
+        """Take the named members out of the group, or with none named remove the group. Runs
+        declared before keep their requirements (they are frozen) and count the group's members
+        as they are now, so a change that leaves a running (or held) run's requirement naming
+        the group with fewer eligible approvers than it asks for is `409 group_in_use`, unless
+        `force`: then it is made, and the removal says which runs it left short."""
         await self._workspace(workspace_id)
         async with self.store.write() as tx:
             group_id = await tx.group_id(workspace_id, name)
@@ -181,11 +202,19 @@ class Admin:
                     errors.NOT_FOUND, f"group {name} not found in {workspace_id}", 404
                 )
             ids = await self._member_ids(tx, workspace_id, members)
+            before = await tx.groups(workspace_id)
+            taking = set(before.get(name, [])) if not members else set(ids)
+            after = before | {name: [m for m in before.get(name, []) if m not in taking]}
+            # Not on bot.ports.QuorumTx yet (requested); store/tx_quorum.py has it.
+            runs = await cast(_GroupUseTx, tx).live_requirements(workspace_id)
+            in_use = quorum.group_in_use(name, runs, before, after)
+            if in_use is not None and not force:
+                raise ApprovalError(errors.GROUP_IN_USE, in_use.detail, 409)
             if not members:
-                before = (await tx.groups(workspace_id)).get(name, [])
                 await tx.delete_group(group_id)
-                return before
-            return [m for m, i in ids.items() if await tx.remove_group_member(group_id, i)]
+                return GroupRemoval(before.get(name, []), True, in_use)
+            removed = [m for m, i in ids.items() if await tx.remove_group_member(group_id, i)]
+            return GroupRemoval(removed, False, in_use)
 
     async def groups(self, workspace_id: str) -> dict[str, list[str]]:
         """The workspace's groups by name, each with its members' names."""

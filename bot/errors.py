@@ -63,3 +63,4 @@ ORIGIN_NOT_ALLOWED = "origin_not_allowed"
 UNAUTHORIZED = "unauthorized"
 PAYLOAD_TOO_LARGE = "payload_too_large"
 UNKNOWN_PROFILE = "unknown_profile"
+GROUP_IN_USE = "group_in_use"  # removing it would leave a running run's calls short of approvers

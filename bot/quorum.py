@@ -265,6 +265,71 @@ class Approvals:
         return [str(g["by"]) for g in self.given]
 
 
+@dataclass(frozen=True, slots=True)
+class GroupInUse:
+    """What a change to a group would do to the running runs whose requirements name it: the
+    runs left with fewer eligible approvers than a requirement asks for, and the worst case."""
+
+    group: str
+    run_ids: tuple[str, ...]
+    needs: int
+    would_have: int
+
+    @property
+    def detail(self) -> str:
+        """`leads is required by 2 running runs (needs 2 approvers, would have 1)`."""
+        runs = "run" if len(self.run_ids) == 1 else "runs"
+        people = "approver" if self.needs == 1 else "approvers"
+        return (
+            f"{self.group} is required by {len(self.run_ids)} running {runs} "
+            f"(needs {self.needs} {people}, would have {self.would_have})"
+        )
+
+    def affected(self, limit: int = 20) -> str:
+        """The detail with the runs it names (at most `limit` of them)."""
+        shown = ", ".join(self.run_ids[:limit])
+        more = len(self.run_ids) - limit
+        return f"{self.detail}: {shown}" + (f" and {more} more" if more > 0 else "")
+
+
+def group_in_use(
+    group: str,
+    runs: Sequence[tuple[str, Sequence[Mapping[str, Any]], str | None]],
+    before: Mapping[str, Collection[str]],
+    after: Mapping[str, Collection[str]],
+) -> GroupInUse | None:
+    """Whether changing the groups from `before` to `after` (members by group name) leaves a
+    running run short: a requirement naming `group` whose eligible approvers (the members of
+    any of its groups, less the person the run acts for under forbid_self_approval) drop below
+    its `approvals`. `runs` are (id, requirements, excluded person). A requirement already
+    short before keeps whatever it had: only a change that takes approvers away is refused."""
+
+    def eligible(
+        requirement: Mapping[str, Any], members: Mapping[str, Collection[str]], excluded: str | None
+    ) -> int:
+        people = {m for g in requirement.get("groups") or () for m in members.get(g, ())}
+        return len(people - {excluded})
+
+    short: list[str] = []
+    worst: tuple[int, int, int] | None = None  # (shortfall, needs, would have)
+    for run_id, requirements, excluded in runs:
+        for requirement in requirements:
+            if group not in (requirement.get("groups") or ()):
+                continue
+            needs = int(requirement["approvals"])
+            had = eligible(requirement, before, excluded)
+            left = eligible(requirement, after, excluded)
+            if left >= had or left >= needs:
+                continue
+            if run_id not in short:
+                short.append(run_id)
+            if worst is None or needs - left > worst[0]:
+                worst = (needs - left, needs, left)
+    if worst is None:
+        return None
+    return GroupInUse(group, tuple(short), worst[1], worst[2])
+
+
 def approvals_of(required_approvals: int, given: Any) -> Approvals | None:
     """The task's approvals as its columns keep them (`approvals_given` is None when no
     requirement applies to it)."""

@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from bot.domain import Principal
 from store import convert as cv
 from store.tables import GroupMemberRow, MemberGroupRow
-from store.txbase import MEMBER, REVIEW, TASK, TxBase
+from store.txbase import MEMBER, REVIEW, RUN, TASK, TxBase
 
 MEMBER_GROUP = MemberGroupRow.__table__  # type: ignore[attr-defined]
 GROUP_MEMBER = GroupMemberRow.__table__  # type: ignore[attr-defined]
@@ -83,6 +83,26 @@ class QuorumTx(TxBase):
         )
         for row in rows:
             out[row["group"]].append(row["member"])
+        return out
+
+    async def live_requirements(self, workspace_id: str) -> list[tuple[str, list[Any], str | None]]:
+        """Every running or held run of the workspace that has approval requirements: (its id,
+        its requirements, the person it acts for when it forbids self-approval), by id."""
+        rows = await self._all(
+            sa.select(
+                RUN.c.id,
+                RUN.c.approval_requirements,
+                RUN.c.forbid_self_approval,
+                RUN.c.on_behalf_of,
+            )
+            .where(RUN.c.workspace_id == workspace_id, RUN.c.state.in_(("running", "held")))
+            .order_by(RUN.c.id)
+        )
+        out: list[tuple[str, list[Any], str | None]] = []
+        for row in rows:
+            if row["approval_requirements"]:
+                excluded = row["on_behalf_of"] if row["forbid_self_approval"] else None
+                out.append((row["id"], list(row["approval_requirements"]), excluded))
         return out
 
     async def member_names(self, workspace_id: str) -> list[str]:

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 import click
 
 from adapters.web.links import login_url
-from bot import logins
+from bot import errors, logins
 from bot.admin import Admin, parse_claims
 from bot.cli.common import config_option, emit_json, fail, run_async, settings_or_exit
 from bot.clock import SystemClock
@@ -216,19 +216,35 @@ def group_add(
 @workspace_option
 @click.option("--name", required=True, help="The group's name.")
 @member_option
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Remove even when a running run's requirement would be left with fewer eligible "
+    "approvers than it asks for (refused as group_in_use otherwise); the runs are printed.",
+)
 @config_option
 @json_option
 def group_remove(
-    workspace: str, name: str, members: tuple[str, ...], config_path: str | None, as_json: bool
+    workspace: str,
+    name: str,
+    members: tuple[str, ...],
+    force: bool,
+    config_path: str | None,
+    as_json: bool,
 ) -> None:
     """Take each --member out of the group; with no --member, remove the group itself."""
-    removed = with_admin(config_path, lambda a: a.remove_group(workspace, name, members))
-    value: dict[str, Any] = {"workspace": workspace, "group": name, "removed": removed}
-    if members:
-        text = f"group {name}: removed {', '.join(removed) or 'nobody'}"
-    else:
+    removal = with_admin(
+        config_path, lambda a: a.remove_group(workspace, name, members, force=force)
+    )
+    value: dict[str, Any] = {"workspace": workspace, "group": name, "removed": removal.removed}
+    if removal.deleted:
         value["deleted"] = True
         text = f"group {name} removed from {workspace}"
+    else:
+        text = f"group {name}: removed {', '.join(removal.removed) or 'nobody'}"
+    if removal.forced is not None:  # on stderr: --json keeps one object on stdout
+        note = f"{errors.GROUP_IN_USE}: {removal.forced.affected()} (removed anyway: --force)"
+        click.echo(f"warning: {note}", err=True)
     show(as_json, value, text)
 
 
