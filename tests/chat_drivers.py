@@ -19,10 +19,12 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from adapters.chat.offers import EDIT_GLOB
 from adapters.chat.pacing import Limits
 from bot.clock import FakeClock
 from bot.core import Core
 from bot.domain import OutboxItem, Principal, Task
+from bot.masking import mask_text
 from store.sql import SqlStore
 from tests import slack_harness as sh
 from tests import telegram_harness as th
@@ -320,17 +322,55 @@ class TelegramDriver(_Base):
             m for m in self.fake.sent[before:]
             if m.reply_to_message_id == message.message_id and m.buttons
         ]  # fmt: skip
-        return Offered(found.text, tuple(b["text"] for b in found.buttons), found)
+        scopes = tuple(b["text"] for b in found.buttons if b["text"] != EDIT_GLOB)
+        return Offered(found.text, scopes, found)
 
     async def choose(
         self, offered: Offered, scope: str, user: User = "alice", match: str | None = None
     ) -> str | None:
-        assert match is None, "Telegram learns the proposed glob (the page edits it)"
+        """With `match`: press "✏️ Edit glob" and reply with it first; a refusal (the bot's
+        reply to that reply) is returned, an accepted glob edits the offer, whose scope
+        button is then pressed."""
+        user_id, first_name = _TG_USERS[user]
+        if match is not None:
+            refused, _ = await self.edit_glob(offered, match, user)
+            if refused is not None:
+                return refused
         label = {"run": "This run", "profile": "Profile"}[scope]
         message = self.fake.messages[offered.handle.key]
-        user_id, first_name = _TG_USERS[user]
         answer = await self.world.press(message, label, user=user_id, first_name=first_name)
         return answer.text
+
+    async def edit_glob(
+        self, offered: Offered, match: str, user: User = "alice"
+    ) -> tuple[str | None, SentMessage]:
+        """Press "✏️ Edit glob" on the offer and reply to its prompt with `match`: the bot's
+        refusal (None once the offer shows the new glob: its scope buttons changed), and the
+        prompt."""
+        user_id, first_name = _TG_USERS[user]
+        offer = self.fake.messages[offered.handle.key]
+        before, buttons = len(self.fake.sent), offer.callback_data
+        answer = await self.world.press(offer, EDIT_GLOB, user=user_id, first_name=first_name)
+        assert answer.text == "Reply to my message, please", answer.text
+        [prompt] = [
+            m for m in self.fake.sent[before:]
+            if m.reply_to_message_id == offer.message_id
+            and (m.reply_markup or {}).get("force_reply")
+        ]  # fmt: skip
+        await self.world.reply(prompt, match, user=user_id)
+        mine = self.fake.user_messages[-1]
+
+        def outcome() -> tuple[str | None] | None:
+            for m in self.fake.sent:
+                if m.reply_to_message_id == mine.message_id:
+                    return (m.text,)
+            edited = self.fake.messages[offer.key]
+            return (None,) if edited.callback_data != buttons else None
+
+        (refused,) = await self.fake.wait_for(outcome, timeout=20.0)
+        if refused is None and mask_text(match) == match:
+            assert f"matches {match}" in self.fake.messages[offer.key].text
+        return refused, prompt
 
     async def edit(self, handle: Handle, key: str, text: str, user: User = "alice") -> str | None:
         button = self._message(handle).callback_data[0]

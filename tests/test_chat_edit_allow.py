@@ -11,10 +11,20 @@ from typing import Any
 
 import pytest
 
+from adapters.chat.offers import EDIT_GLOB
 from adapters.chat.presses import NOT_APPROVER
 from bot.service import CallSpec, RunSpec
 from store.sql import SqlStore
-from tests.chat_drivers import PLATFORMS, WS, ChatDriver, Handle, Shown, open_driver
+from tests import telegram_harness as th
+from tests.chat_drivers import (
+    PLATFORMS,
+    WS,
+    ChatDriver,
+    Handle,
+    Shown,
+    TelegramDriver,
+    open_driver,
+)
 
 pytestmark = pytest.mark.usefixtures("ptb_timedelta")
 
@@ -108,21 +118,57 @@ async def test_allow_like_this_in_a_runs_profile(chat: ChatDriver) -> None:
     assert receipt.task.state == "granted"  # runs declared from the profile afterwards
 
 
-async def test_slacks_modal_learns_the_glob_as_the_person_changed_it(
+async def test_allow_like_this_learns_the_glob_as_the_person_changed_it(
+    chat: ChatDriver,
+) -> None:
+    """Slack's modal, Telegram's "✏️ Edit glob" (a reply): a glob that does not match the
+    call is refused with the core's words, nothing decided; an accepted one is learned."""
+    await chat.park("k1", **_push("k1", "main"))
+    await chat.flush()
+    offered = await chat.offer(chat.decision_in("usual", "git push origin main"))
+    refused = await chat.choose(offered, "run", match="git pull *")
+    assert refused is not None and "does not match" in refused, refused
+    assert (await chat.task("k1")).parked  # a refusal keeps the offer and the call open
+    async with chat.store.read() as tx:
+        assert await tx.learned_rules(WS) == []
+    notice = await chat.choose(offered, "run", match="git push origin *")
+    assert notice == "✅ Approved · calls like it are allowed from now on (this run)", notice
+    async with chat.store.read() as tx:
+        [learned] = await tx.learned_rules(WS)
+    assert learned.rule["match"] == "git push origin *"
+
+
+async def test_telegrams_edited_glob_is_masked_in_chat_and_its_prompt_counts_once(
     store: SqlStore,
 ) -> None:
-    async with open_driver("slack", store) as chat:
-        await chat.park("k1", **_push("k1", "main"))
+    """A glob written with a secret in it is learned as written, but every message the bot
+    shows masks it (the refusal quoting it too); the prompt is gone once answered, so a
+    second reply changes nothing; a stranger cannot ask to edit."""
+    token = "ghp_abcdefghijklmnopqrstuvwxyz0123456789"
+    async with open_driver("telegram", store) as chat:
+        assert isinstance(chat, TelegramDriver)
+        await chat.park("k1", tool_input={"command": f"deploy --token {token} prod"})
         await chat.flush()
-        offered = await chat.offer(chat.decision_in("usual", "git push origin main"))
-        refused = await chat.choose(offered, "run", match="git pull *")
-        assert refused is not None and "does not match" in refused, refused
-        assert (await chat.task("k1")).parked  # a refusal keeps the modal and the call open
-        notice = await chat.choose(offered, "run", match="git push origin *")
-        assert notice is not None and notice.startswith("✅ Approved"), notice
+        offered = await chat.offer(chat.decision_in("usual", "deploy"))
+        offer = chat.fake.messages[offered.handle.key]
+        stranger = await chat.world.press(offer, EDIT_GLOB, user=th.STRANGER)
+        assert stranger.text == NOT_APPROVER
+        refused, _ = await chat.edit_glob(offered, f"undeploy {token} *")
+        assert refused is not None and "does not match" in refused and token not in refused
+        accepted, prompt = await chat.edit_glob(offered, f"deploy --token {token[:12]}*")
+        assert accepted is None
+        shown = chat.fake.messages[offered.handle.key].text
+        assert "bash · command matches deploy --token" in shown and token[:12] not in shown
+        adapter = chat.world.adapter
+        assert await adapter.chats.prompt("telegram", str(th.GROUP), str(prompt.message_id)) is None
+        notice = await chat.choose(offered, "run")
+        assert notice == "✅ Approved · calls like it are allowed from now on (this run)", notice
         async with chat.store.read() as tx:
             [learned] = await tx.learned_rules(WS)
-        assert learned.rule["match"] == "git push origin *"
+        assert learned.rule["match"] == f"deploy --token {token[:12]}*"  # as written
+        said = [m.raw_text + m.text for m in chat.fake.sent if m.from_bot]
+        said += [e.text or "" for e in chat.fake.edits]
+        assert said and not [t for t in said if token[:12] in t]
 
 
 async def test_a_long_globs_offer_fits_and_a_secret_in_it_is_never_shown(
@@ -205,7 +251,7 @@ async def test_an_edit_the_rules_deny_is_refused_and_the_call_stays_parked(
 # several approvers ---------------------------------------------------------------------------
 async def _quorum_run(chat: ChatDriver) -> str:
     spec = RunSpec(approval_requirements=[{"tool": "bash", "approvals": 2}], title="two keys")
-    return (await chat.service.declare_run(chat.agent, WS, spec)).id
+    return str((await chat.service.declare_run(chat.agent, WS, spec)).id)
 
 
 async def _shows(chat: ChatDriver, message: Handle, text: str) -> Shown:

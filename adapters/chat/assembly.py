@@ -10,6 +10,7 @@ from adapters.chat.cards import Cards
 from adapters.chat.context import CoreLink
 from adapters.chat.delivery import ChatNotifier
 from adapters.chat.digests import Digests, DigestTuning
+from adapters.chat.globs import Globs
 from adapters.chat.pacing import Budget
 from adapters.chat.port import Platform
 from adapters.chat.presses import MemberOf, Presses
@@ -27,17 +28,21 @@ class ChatLayer:
 def assemble(
     platform: Platform, chats: ChatState, link: CoreLink, budget: Budget,
     tuning: DigestTuning, member_of: MemberOf, *, toggles: bool, routing: Routing | None = None,
+    glob_replies: bool = False,
 ) -> ChatLayer:  # fmt: skip
     """`toggles`: the platform's multi-select buttons tick one option a press (Telegram), so
     the ticks are kept in the store; otherwise the ticked options come with Submit (Slack).
     `routing`: the configured routes (routing.py); none, every decision goes to the
-    workspace's usual chat."""
+    workspace's usual chat. `glob_replies`: an offer's glob is changed by replying to a
+    prompt (Telegram's "✏️ Edit glob"), so the globs people write are kept in the store;
+    otherwise it comes with the chosen scope (Slack's modal)."""
     buttons = Buttons(platform.name, chats, lambda: link.service.secret, link.now)
     cards = Cards(link, buttons, Choices(platform.name, chats) if toggles else None)
     notifier = ChatNotifier(platform, chats, link, cards, routing=routing)
     digests = Digests(platform, chats, link, buttons, budget, notifier.post_alone, tuning)
     notifier.coalescer = digests
     presses = Presses(
-        platform, chats, link, cards, member_of, touch=digests.touch, expand=notifier.expand
-    )
+        platform, chats, link, cards, member_of, touch=digests.touch, expand=notifier.expand,
+        globs=Globs(platform.name, chats) if glob_replies else None,
+    )  # fmt: skip
     return ChatLayer(notifier, digests, presses)

@@ -16,12 +16,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from bot import learning
 from bot.domain import Run, Task
 from bot.learning import Proposal
 from bot.masking import mask_text, mask_value, shorten
 from bot.rendering import digest_line
 
 SCOPE_ACTIONS = {"allow_run": "run", "allow_profile": "profile"}
+GLOB_ACTION = "allow_glob"  # "✏️ Edit glob", where the platform asks for it in a reply (globs.py)
+EDIT_GLOB = "✏️ Edit glob"
+OFFER_ACTIONS = {*SCOPE_ACTIONS, GLOB_ACTION}  # the buttons of an offer's message
 SHOWN_PAST = 5  # past calls listed by name; the count says how many in all
 RULE_SHOWN = 500  # a rule in words: a glob is as long as the command's first words or folder
 _SHELL_KEYS = ("command", "cmd", "script")
@@ -37,6 +41,7 @@ class Offer:
     past: tuple[str, ...]  # the first few past calls it would have allowed (masked)
     past_count: int
     scopes: tuple[tuple[str, str, str], ...]  # (scope, button label, button id)
+    edit_glob: str | None = None  # the "✏️ Edit glob" button's id (globs.py), where asked
 
     @property
     def match(self) -> str | None:
@@ -71,7 +76,8 @@ def describe_rule(rule: Mapping[str, Any]) -> str:
 
 
 def offer(task: Task, run: Run, proposal: Proposal, ids: Mapping[str, str]) -> Offer:
-    """The offer for `task`; `ids` maps allow_run/allow_profile to their buttons' ids."""
+    """The offer for `task`; `ids` maps allow_run/allow_profile (and allow_glob, where the
+    platform asks for a glob in a reply) to their buttons' ids."""
     scopes = [("run", "✅ This run", ids["allow_run"])]
     if run.profile is not None and "allow_profile" in ids:
         label = shorten(f"✅ Profile {mask_text(run.profile)}", 60)
@@ -81,8 +87,14 @@ def offer(task: Task, run: Run, proposal: Proposal, ids: Mapping[str, str]) -> O
     )
     return Offer(
         task.id, dict(proposal.rule), describe_rule(proposal.rule), past,
-        len(proposal.would_allow), tuple(scopes),
+        len(proposal.would_allow), tuple(scopes), ids.get(GLOB_ACTION),
     )  # fmt: skip
+
+
+def proposed(task: Task) -> dict[str, Any]:
+    """The rule the core proposes for the call an approval would end (under a quorum, the
+    edit being counted), as `Presses` changes its glob."""
+    return learning.propose(task.tool, input_to_edit(task), task.origin)
 
 
 def with_match(rule: Mapping[str, Any], match: str | None) -> dict[str, Any] | None:

@@ -15,12 +15,14 @@ from typing import Any
 from adapters.chat import offers
 from adapters.chat.cards import Cards
 from adapters.chat.context import CoreLink
+from adapters.chat.globs import Globs
+from adapters.chat.offers import GLOB_ACTION, OFFER_ACTIONS, Offer
 from adapters.chat.port import Notice, Place, Platform, Press
 from adapters.chat.records import Delivery
-from bot import errors, learning
-from bot.domain import Principal, Task
+from bot import errors
+from bot.domain import Principal, Run, Task
 from bot.errors import ApprovalError
-from bot.learning import AllowSpec
+from bot.learning import AllowSpec, Proposal
 from bot.masking import mask_text, shorten
 from bot.ports import ChatCallback, ChatState
 from bot.rendering import approvals_line, render_ending
@@ -30,6 +32,7 @@ log = logging.getLogger(__name__)
 NOT_APPROVER = "You are not an approver here"
 EXPIRED_BUTTON = "This button is no longer valid."
 NOTICE_LENGTH = 190
+TOO_MANY_GLOBS = "Too many globs tried on this decision: use the full view"
 MemberOf = Callable[[str, str], Awaitable[Principal | None]]  # (user id, workspace) -> member
 Expand = Callable[[Press, Task], Awaitable[bool]]
 
@@ -54,7 +57,7 @@ class Presses:
     def __init__(
         self, platform: Platform, chats: ChatState, link: CoreLink, cards: Cards,
         member_of: MemberOf, *, touch: Callable[[Place], None] | None = None,
-        expand: Expand | None = None,
+        expand: Expand | None = None, globs: Globs | None = None,
     ) -> None:  # fmt: skip
         self.platform = platform
         self.via = platform.name
@@ -64,6 +67,7 @@ class Presses:
         self.member_of = member_of
         self._touch = touch  # a digest page changed (a press on a digest)
         self._expand = expand  # 🔎 on a digest: post one decision in full
+        self.globs = globs  # a glob is asked for in a reply ("✏️ Edit glob" on an offer)
 
     def already(self, task: Task) -> str:
         """E.g. "Already approved by alice 3 min ago"."""
@@ -85,16 +89,17 @@ class Presses:
             await self.platform.tell(press, NOT_APPROVER, alert=True)
             return
         if not task.parked:
-            await self.stale(press, task, offer=callback.action in offers.SCOPE_ACTIONS)
+            await self.stale(press, task, offer=callback.action in OFFER_ACTIONS)
             return
         try:
             notice = await self._act(press, callback, task, member)
         except ApprovalError as error:
             if error.code == errors.ALREADY_DECIDED:
                 fresh = await self.link.task(task.id) or task
-                await self.stale(press, fresh, offer=callback.action in offers.SCOPE_ACTIONS)
+                await self.stale(press, fresh, offer=callback.action in OFFER_ACTIONS)
                 return
-            notice = shorten(error.detail, NOTICE_LENGTH)
+            # masked: a refused rule is quoted, and the glob a person wrote may hold a secret
+            notice = shorten(mask_text(error.detail), NOTICE_LENGTH)
         if notice:
             await self.platform.tell(press, notice)
 
@@ -147,14 +152,22 @@ class Presses:
         if action == "deny":
             await service.deny(*where, via=via)
             return "❌ Denied"
-        if action in ("deny_reason", "answer_text", "edit"):
+        if action in ("deny_reason", "answer_text", "edit") or (
+            action == GLOB_ACTION and self.globs is not None
+        ):
             asked = await self.platform.ask_text(press, task, action)  # type: ignore[arg-type]
             return "" if asked else "Could not ask for your text: use the full view"
         if action == "allow":
             return await self._offer(press, task, member)
         if action in offers.SCOPE_ACTIONS:
-            scope = offers.SCOPE_ACTIONS[action]
-            notice = await self._allow(member, task, scope, None)
+            rule = None
+            if callback.option is not None:  # an edited offer's button: the glob it shows
+                globs, number = self.globs, callback.option
+                glob = None if globs is None else await globs.glob(task.id, number)
+                if glob is None:
+                    return EXPIRED_BUTTON
+                rule = offers.with_match(offers.proposed(task), glob)
+            notice = await self._allow(member, task, offers.SCOPE_ACTIONS[action], rule)
             await self._close_offer(press, notice)
             return notice
         if action == "decline":
@@ -184,13 +197,55 @@ class Presses:
         proposal = await self.link.service.proposal(
             member, task.workspace_id, task.run_id, task.key, **edit
         )
-        keys = [(task.id, "allow_run", None)]
-        if run.profile is not None:
-            keys.append((task.id, "allow_profile", None))
-        ids = await self.cards.buttons.ensure(keys)
-        found = offers.offer(task, run, proposal, {k[1]: v for k, v in ids.items()})
+        found = await self._offer_of(task, run, proposal, None)
         shown = await self.platform.offer_rule(press, found)
         return "" if shown else "Could not show the rule: use the full view"
+
+    async def _offer_of(self, task: Task, run: Run, proposal: Proposal, glob: int | None) -> Offer:
+        """The offer of `proposal`, its scope buttons learning glob number `glob` (None: the
+        rule as proposed), with "✏️ Edit glob" where the platform asks for one in a reply."""
+        keys: list[tuple[str, str, int | None]] = [(task.id, "allow_run", glob)]
+        if run.profile is not None:
+            keys.append((task.id, "allow_profile", glob))
+        if self.globs is not None and isinstance(proposal.rule.get("match"), str):
+            keys.append((task.id, GLOB_ACTION, None))
+        ids = await self.cards.buttons.ensure(keys)
+        return offers.offer(task, run, proposal, {k[1]: v for k, v in ids.items()})
+
+    async def on_glob(
+        self, user: str, task: Task, text: str, claim: Callable[[], Awaitable[bool]]
+    ) -> tuple[str, Offer | None]:
+        """A glob written in reply to "✏️ Edit glob": checked by the core as the rule it would
+        learn (it must match the call), then the offer to show again with it, its scope
+        buttons learning it; else the refusal to show the person. Nothing is approved or
+        learned here. `claim`: one reply per prompt counts."""
+        member = await self.member_of(user, task.workspace_id)
+        if member is None:
+            return NOT_APPROVER, None
+        if not task.parked:
+            return self.already(task), None
+        glob = text.strip()
+        if not glob or self.globs is None:
+            return "Write the glob calls like this must match", None
+        if not await claim():
+            return "", None
+        run, proposed = await self.link.run(task.run_id), offers.proposed(task)
+        if run is None or "path" not in proposed:
+            return EXPIRED_BUTTON, None  # a rule without a glob (the tool alone)
+        rule = offers.with_match(proposed, glob)
+        edit = {} if task.reviewed_input is None else {"tool_input": task.reviewed_input}
+        try:
+            proposal = await self.link.service.proposal(
+                member, task.workspace_id, task.run_id, task.key, rule=rule, **edit
+            )
+        except ApprovalError as error:
+            if error.code == errors.ALREADY_DECIDED:
+                return self.already(await self.link.task(task.id) or task), None
+            return shorten(mask_text(error.detail), 300), None
+        number = await self.globs.add(task.id, glob)
+        if number is None:
+            return TOO_MANY_GLOBS, None
+        return "", await self._offer_of(task, run, proposal, number)
 
     async def _allow(
         self, member: Principal, task: Task, scope: str, rule: dict[str, Any] | None
@@ -212,14 +267,13 @@ class Presses:
             return False, NOT_APPROVER
         if not task.parked:
             return False, self.already(task)
-        call = task.tool_input if task.reviewed_input is None else task.reviewed_input
-        proposed = learning.propose(task.tool, call, task.origin)
+        rule = offers.with_match(offers.proposed(task), match)
         try:
-            return True, await self._allow(member, task, scope, offers.with_match(proposed, match))
+            return True, await self._allow(member, task, scope, rule)
         except ApprovalError as error:
             if error.code == errors.ALREADY_DECIDED:
                 return False, self.already(await self.link.task(task.id) or task)
-            return False, shorten(error.detail, 300)
+            return False, shorten(mask_text(error.detail), 300)
 
     @staticmethod
     def _option(task: Task, index: int | None) -> str:

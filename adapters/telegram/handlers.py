@@ -6,18 +6,22 @@ from __future__ import annotations
 from telegram import Message, Update
 from telegram.ext import ContextTypes
 
+from adapters.chat.offers import GLOB_ACTION
 from adapters.chat.port import MessageRef, Press
 from adapters.chat.presses import Presses
 from adapters.telegram.calls import TelegramCalls
-from adapters.telegram.platform import CHANNEL
+from adapters.telegram.platform import CHANNEL, TelegramPlatform
 from bot.ports import ChatState
 
 
 class Handlers:
-    def __init__(self, presses: Presses, chats: ChatState, calls: TelegramCalls) -> None:
+    def __init__(
+        self, presses: Presses, chats: ChatState, calls: TelegramCalls, platform: TelegramPlatform
+    ) -> None:
         self.presses = presses
         self.chats = chats
         self.calls = calls
+        self.platform = platform
 
     async def on_callback(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         query = update.callback_query
@@ -46,6 +50,16 @@ class Handlers:
         async def claim() -> bool:  # one reply per prompt counts
             return await self.chats.drop_prompt(CHANNEL, chat, replied)
 
+        if prompt.action == GLOB_ACTION:  # "✏️ Edit glob": the offer shown again with it
+            user = str(message.from_user.id)
+            notice, offer = await self.presses.on_glob(user, task, message.text, claim)
+            if offer is not None:
+                shown = await self.platform.globs.offer_of(task.id, chat, replied)
+                await self.platform.show_offer(
+                    chat, offer, message=shown, reply_to=message.message_id
+                )
+            await self.calls.reply(message, notice)
+            return
         notice = await self.presses.on_text(
             str(message.from_user.id), task, prompt.action, message.text, claim
         )

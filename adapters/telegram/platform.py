@@ -14,7 +14,8 @@ from telegram import CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup, 
 from telegram.error import BadRequest, Forbidden
 
 from adapters.chat.context import CoreLink
-from adapters.chat.offers import Offer, edit_key, input_to_edit
+from adapters.chat.globs import Globs
+from adapters.chat.offers import EDIT_GLOB, GLOB_ACTION, Offer, edit_key, input_to_edit, proposed
 from adapters.chat.port import MessageRef, Notice, Page, Place, Post, Press, Unreachable
 from adapters.telegram.calls import TelegramCalls
 from adapters.telegram.format import card_html, digest_buttons, digest_html, esc, keyboard
@@ -35,6 +36,12 @@ _PROMPTS = {
         " write it (the rules look at it again).",
         "New {input}",
     ),
+    GLOB_ACTION: (
+        "✏️ {who}, reply to this message with the glob the {path} of {what} calls must match"
+        " (<code>*</code> matches any text): the offer is shown again with it, to choose where"
+        " to allow it.",
+        "Glob",
+    ),
 }
 
 
@@ -50,6 +57,19 @@ def _notice_html(notice: Notice) -> str:
     if notice.mentions:
         text += " — " + " ".join(notice.mentions)
     return "\n".join([text, *(esc(line) for line in notice.lines)])
+
+
+def offer_message(offer: Offer) -> tuple[str, InlineKeyboardMarkup]:
+    """An offer as a message: the rule (masked), the past calls it would have allowed, a row
+    of scopes and, where the glob may change, "✏️ Edit glob" below them."""
+    lines = offer.lines()
+    notice = Notice(
+        "— " + lines[0], bold="Approve & allow like this?", icon="🔁", lines=tuple(lines[1:])
+    )
+    rows = [[InlineKeyboardButton(label, callback_data=i) for _, label, i in offer.scopes]]
+    if offer.edit_glob is not None:
+        rows.append([InlineKeyboardButton(EDIT_GLOB, callback_data=offer.edit_glob)])
+    return _notice_html(notice), InlineKeyboardMarkup(rows)
 
 
 def _notice_keyboard(notice: Notice) -> InlineKeyboardMarkup | None:
@@ -71,6 +91,7 @@ class TelegramPlatform:
         self.chats = chats
         self.link = link
         self._running = running
+        self.globs = Globs(CHANNEL, chats)
 
     def place_for(self, workspace_id: str) -> Place | None:
         chat = self.config.workspace_chats.get(workspace_id, self.config.chat_id)
@@ -164,14 +185,22 @@ class TelegramPlatform:
         query = press.handle
         if press.message is None or not isinstance(query, CallbackQuery):
             return False
-        lines = offer.lines()
-        notice = Notice(
-            "— " + lines[0], bold="Approve & allow like this?", icon="🔁",
-            lines=tuple(lines[1:]), buttons=tuple((label, i) for _, label, i in offer.scopes),
-        )  # fmt: skip
-        await self.post(Place(press.message.chat), notice, reply_to=press.message, max_wait=10.0)
+        text, markup = offer_message(offer)
+        chat, reply_to = int(press.message.chat), int(press.message.id)
+        await self.calls.send(chat, text, markup=markup, reply_to=reply_to, max_wait=10.0)
         await self.calls.answer(query, "Choose where to allow it, below")
         return True
+
+    async def show_offer(self, chat: str, offer: Offer, *, message: str | None,
+                         reply_to: int) -> None:  # fmt: skip
+        """Show `offer` again (a glob was changed): in place of the offer `message`, or, when
+        that cannot be edited any more (or is not known), as a new one under `reply_to`."""
+        text, markup = offer_message(offer)
+        if message is not None and await self.calls.edit(
+            int(chat), int(message), text, markup, max_wait=10.0
+        ):
+            return
+        await self.calls.send(int(chat), text, markup=markup, reply_to=reply_to, max_wait=10.0)
 
     async def ask_text(self, press: Press, task: Task, action: Action) -> bool:
         """A ForceReply prompt under the pressed message; the reply that answers it is looked
@@ -185,14 +214,16 @@ class TelegramPlatform:
         template, placeholder = _PROMPTS[action]
         what = "this question" if task.kind == "ask" else f"<b>{esc(task.tool)}</b>"
         kind = "command" if edit_key(input_to_edit(task)) is not None else "input (JSON)"
+        path = esc(str(proposed(task).get("path", "input")))
         prompt = await self.calls.send(
-            int(press.message.chat), template.format(who=who, what=what, input=kind),
+            int(press.message.chat), template.format(who=who, what=what, input=kind, path=path),
             reply_to=int(press.message.id), force_reply=placeholder.format(input=kind)[:64],
             max_wait=10.0,
         )  # fmt: skip
-        record = ChatPrompt(
-            CHANNEL, press.message.chat, str(prompt.message_id), task.id, action, press.user
-        )
+        chat, prompt_id = press.message.chat, str(prompt.message_id)
+        if action == GLOB_ACTION:  # the offer to show again once a glob comes
+            await self.globs.asked(task.id, chat, prompt_id, press.message.id)
+        record = ChatPrompt(CHANNEL, chat, prompt_id, task.id, action, press.user)
         await self.chats.add_prompt(record, self.link.now())
         await self.calls.answer(query, "Reply to my message, please")
         return True
