@@ -147,7 +147,8 @@ class ChatDriver(Protocol):
         self, offered: Offered, scope: str, user: User = "alice", match: str | None = None
     ) -> str | None:
         """Confirm the offer in `scope` ("run", "profile"), with the glob changed to `match`
-        where the platform can (Slack's modal); the notice or refusal the person got."""
+        first (Slack: in the modal; Telegram: "✏️ Edit glob" and a reply), where the offer
+        lets it change; the notice or refusal the person got."""
         ...
 
     async def edit(self, handle: Handle, key: str, text: str, user: User = "alice") -> str | None:
