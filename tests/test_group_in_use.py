@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -82,6 +83,18 @@ async def test_only_a_change_that_takes_approvers_away_counts(api: Served) -> No
     await declare(api, guarded, forbid_self_approval=True, on_behalf_of="alice")
     error = await refused(api, "pair", "bob")  # alice may not approve the run acting for her
     assert error.detail == "pair is required by 1 running run (needs 1 approver, would have 0)"
+
+
+async def test_a_held_run_needs_its_group_too(api: Served) -> None:
+    await api.core.admin.add_group(api.ws, "leads", ["alice", "bob"])
+    run_id = await declare(api, LEADS_TWO)
+    task = {"key": "d1", "tool_name": "deploy", "tool_input": {}, "failure_policy": "hold"}
+    assert (await api.call("POST", f"/runs/{run_id}/tasks", "agent", task))[0] == 201
+    await api.clock.advance(timedelta(hours=25))  # the park expires: the run is held
+    await api.core.scheduler.run_once()
+    assert (await api.call("GET", f"/runs/{run_id}", "agent"))[1]["state"] == "held"
+    error = await refused(api, "leads", "alice")
+    assert error.detail == "leads is required by 1 running run (needs 2 approvers, would have 1)"
 
 
 def in_process(*args: str, env: dict[str, str]) -> Any:
