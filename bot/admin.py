@@ -7,7 +7,6 @@ import secrets
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, cast
 
 from bot import errors, quorum, tokens
 from bot.clock import Clock
@@ -50,14 +49,6 @@ class GroupRemoval:
     removed: list[str]
     deleted: bool
     forced: quorum.GroupInUse | None = None
-
-
-class _GroupUseTx(Protocol):
-    """The store's read of the running runs' requirements (store/tx_quorum.py)."""
-
-    async def live_requirements(
-        self, workspace_id: str
-    ) -> list[tuple[str, list[Any], str | None]]: ...
 
 
 class Admin:
@@ -206,7 +197,7 @@ class Admin:
             taking = set(before.get(name, [])) if not members else set(ids)
             after = before | {name: [m for m in before.get(name, []) if m not in taking]}
             # Not on bot.ports.QuorumTx yet (requested); store/tx_quorum.py has it.
-            runs = await cast(_GroupUseTx, tx).live_requirements(workspace_id)
+            runs = await tx.live_requirements(workspace_id)
             in_use = quorum.group_in_use(name, runs, before, after)
             if in_use is not None and not force:
                 raise ApprovalError(errors.GROUP_IN_USE, in_use.detail, 409)
