@@ -6,6 +6,11 @@ newest `CARDS_PER_GROUP` cards and a "show N more" link to the run's own queue
 (`/inbox?run=<id>`, `CARDS_PER_RUN_PAGE` cards a page, older ones by a keyset cursor). Counts
 come from one grouped query (`ask_counts`), so the header's and each group's are the real
 totals, not the length of what is shown.
+
+With JavaScript, "show N more" opens in place instead: the script fetches the run's next cards
+(`/web/inbox?cards=1&run=<id>&before=<cursor>`, `run_cards`) and inserts them into the group;
+its live refreshes then ask for those groups as opened (`open=<n>~<run id>`), so a swap keeps
+them open.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from bot.service import ApprovalService
 CARDS_PER_GROUP = 3
 GROUPS_PER_PAGE = 10
 CARDS_PER_RUN_PAGE = 25
+MAX_OPEN = 200  # the most cards a group opened in place keeps across live refreshes
 # The live feed names the newest decisions only: with every run's count that is enough to see
 # any change (a new park is the newest; an ended one lowers its run's count), at any size.
 NEWEST_KEYS = 20
@@ -66,6 +72,7 @@ class Group:
     sender: str | None = None  # when every shown card came from the same sender
     older: str = ""  # a run's own queue: the links to its next page and back to its first
     newer: str = ""
+    more_cards: str = ""  # where the script fetches the cards after these (opened in place)
 
     @property
     def title(self) -> str:
@@ -142,6 +149,29 @@ def _cursor(request: web.Request) -> tuple[datetime, str] | None:
     return moment, task_id
 
 
+def _opened(request: web.Request) -> dict[str, int]:
+    """The groups the script opened in place (`open=<n>~<run id>`): how many cards each shows.
+    Only the script's hint of what it shows, so one it could not have sent is left out."""
+    opened: dict[str, int] = {}
+    for raw in request.query.getall("open", [])[:GROUPS_PER_PAGE]:
+        count, sep, run_id = raw.partition("~")
+        if sep and run_id and count.isascii() and count.isdigit() and len(count) < 5:
+            opened[run_id] = max(CARDS_PER_GROUP, min(int(count), MAX_OPEN))
+    return opened
+
+
+def cards_path(run_id: str, last: Task, page_number: int, sender: str | None) -> str:
+    """The fragment of the run's cards after `last`, for a group opened in place; the cards
+    come back to `page_number` after a decision, and name their sender unless it is the
+    group's."""
+    query = {"cards": "1", "run": run_id, "before": cursor_of(last.created_at, last.id)}
+    if page_number > 1:
+        query["page"] = str(page_number)
+    if sender:
+        query["sender"] = sender
+    return "/web/inbox?" + urlencode(query)
+
+
 def _sender(cards: list[Card]) -> str | None:
     senders = {c.task.appended_by or "an agent" for c in cards}
     return senders.pop() if len(senders) == 1 else None
@@ -161,11 +191,16 @@ async def build_inbox(request: web.Request, member: Principal) -> Inbox:
     number = min(_page_number(request), pages)
     shown = counts[(number - 1) * GROUPS_PER_PAGE : number * GROUPS_PER_PAGE]
     runs = await runs_by_id(request, {r for r, _, _ in shown})
+    opened = _opened(request)
     groups = []
     for rid, waiting, at in shown:
-        tasks = await service.asks(member, ws, run_id=rid, limit=CARDS_PER_GROUP)
+        limit = opened.get(rid, CARDS_PER_GROUP)
+        tasks = await service.asks(member, ws, run_id=rid, limit=limit)
         cards = [make_card(t, runs.get(rid), request, full=False) for t in tasks]
-        groups.append(Group(rid, runs.get(rid), waiting, at, cards, _sender(cards)))
+        group = Group(rid, runs.get(rid), waiting, at, cards, _sender(cards))
+        if tasks and group.more:
+            group.more_cards = cards_path(rid, tasks[-1], number, group.sender)
+        groups.append(group)
     here = "/inbox" if number == 1 else f"/inbox?page={number}"
     return Inbox(groups, total, len(counts), number, pages, None, version, here, _keys(groups))
 
@@ -222,8 +257,38 @@ async def inbox(request: web.Request) -> web.Response:
 
 async def inbox_fragment(request: web.Request) -> web.Response:
     """The inbox list alone (for the same query as the page): what the page's script swaps in
-    when the stream says something changed."""
+    when the stream says something changed. With `cards=1`, one run's next cards instead
+    (`run_cards`)."""
     member = member_of(request)
     if member is None:
         raise web.HTTPUnauthorized(text="unauthorized: sign in again")
+    if request.query.get("cards") == "1":
+        return await run_cards(request, member)
     return fragment(request, "_inbox_list.html", _context(await build_inbox(request, member)))
+
+
+async def run_cards(request: web.Request, member: Principal) -> web.Response:
+    """A run's cards after a cursor (`CARDS_PER_RUN_PAGE` at most), to insert into its group
+    on the inbox: "show N more" opened in place. Carries the run's real count and, when more
+    wait, where the next cards are."""
+    run_id = query_value(request, "run")
+    if not run_id:
+        raise _bad(request, "run: the run whose cards to show")
+    before = _cursor(request)
+    number = _page_number(request)
+    sender = query_value(request, "sender") or None
+    service = state(request).core.service
+    counts = await service.ask_counts(member, member.workspace_id)
+    tasks = await service.asks(
+        member, member.workspace_id, run_id=run_id, limit=CARDS_PER_RUN_PAGE + 1, before=before
+    )
+    runs = await runs_by_id(request, {run_id})
+    waiting = next((n for r, n, _ in counts if r == run_id), 0)
+    shown = tasks[:CARDS_PER_RUN_PAGE]
+    cards = [make_card(t, runs.get(run_id), request, full=False) for t in shown]
+    at = shown[0].created_at if shown else state(request).core.clock.now()
+    group = Group(run_id, runs.get(run_id), waiting, at, cards, sender)
+    if len(tasks) > CARDS_PER_RUN_PAGE:
+        group.more_cards = cards_path(run_id, shown[-1], number, sender)
+    here = "/inbox" if number == 1 else f"/inbox?page={number}"
+    return fragment(request, "_inbox_list.html", {"more_cards": group, "here": here})

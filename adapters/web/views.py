@@ -15,6 +15,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+import sqlalchemy as sa
 from aiohttp import web
 
 from adapters.web import learned_steps, render, timeline
@@ -31,6 +32,8 @@ from bot.decisions import ending_word
 from bot.domain import Event, LogRecord, Principal, Run, Task
 from bot.errors import ApprovalError
 from bot.masking import mask_text, mask_value
+from store import convert
+from store.sql import LOG, SqlStore
 
 OUTCOMES = {
     "approved": ("granted",),
@@ -245,37 +248,109 @@ async def _feed(request: web.Request, run_id: str) -> tuple[list[Event], int]:
     return list(kept), total - len(kept)
 
 
-async def _log(request: web.Request, member: Principal, run_id: str) -> tuple[list[LogRecord], int]:
-    """The run's latest log entries (oldest first) and how many earlier ones were left out."""
+@dataclass
+class LogPage:
+    """One page of a run's log as the timeline shows it: at most FEED_LIMIT entries, oldest
+    first, and where it sits in the whole log."""
+
+    records: list[LogRecord]
+    total: int  # entries in the run's whole log
+    older: int  # entries older than this page
+    before: int | None  # the cursor this page was asked for (None: the newest page)
+
+    @property
+    def first(self) -> int:
+        """The page's first entry, counted from 1 at the oldest."""
+        return self.older + 1 if self.records else self.older
+
+    @property
+    def last(self) -> int:
+        return self.older + len(self.records)
+
+    @property
+    def older_cursor(self) -> int | None:
+        """`?before=` for the page of older entries, when there are any."""
+        return self.records[0].id if self.older and self.records else None
+
+
+def _before(request: web.Request) -> int | None:
+    """The run page's `?before=`: a log entry's id (the page shows the entries before it). One
+    that is not a whole number the log could hold is a 400 before any query."""
+    raw = request.query.get("before", "").strip()
+    if not raw:
+        return None
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 18 or int(raw) < 1:
+        message = "invalid_cursor: before: not a cursor from this run's page"
+        raise web.HTTPBadRequest(
+            text=error_html(request, 400, "Invalid request", message), content_type="text/html"
+        )
+    return int(raw)
+
+
+async def _log(request: web.Request, member: Principal, run_id: str, before: int | None) -> LogPage:
+    """At most FEED_LIMIT of the run's log entries before `before` (the newest without it), and
+    counts to place them. Keyset reads on the log's (run_id, id) index: a page of a run with a
+    million entries costs what a page of a small one does, plus two counts."""
     store = state(request).core.store
-    kept: collections.deque[LogRecord] = collections.deque(maxlen=FEED_LIMIT)
-    after, total = 0, 0
-    while True:
-        batch = await store.log_entries(member.workspace_id, after_id=after, run_id=run_id)
-        kept.extend(batch)
-        total += len(batch)
-        if len(batch) < 1000:
-            break
-        after = batch[-1].id
-    return list(kept), total - len(kept)
+    if not isinstance(store, SqlStore):  # as the page's sessions (mount.py)
+        raise TypeError("the run page reads the log from the SQL store")
+    mine = sa.and_(LOG.c.workspace_id == member.workspace_id, LOG.c.run_id == run_id)
+    newest = sa.select(LOG).where(mine)
+    if before is not None:
+        newest = newest.where(LOG.c.id < before)
+    newest = newest.order_by(LOG.c.id.desc()).limit(FEED_LIMIT)
+    counted = sa.select(sa.func.count()).select_from(LOG).where(mine)
+    async with store.read() as tx:
+        rows = (await tx.conn.execute(newest)).mappings().all()
+        records = [convert.log_record(r) for r in reversed(rows)]
+        total = (await tx.conn.execute(counted)).scalar_one()
+        older = 0
+        if records:
+            below = counted.where(LOG.c.id < records[0].id)
+            older = (await tx.conn.execute(below)).scalar_one()
+        elif before is not None:
+            older = (await tx.conn.execute(counted.where(LOG.c.id < before))).scalar_one()
+    return LogPage(records, int(total), int(older), before)
+
+
+async def _older_tasks(
+    request: web.Request, member: Principal, tasks: list[Task], records: list[LogRecord]
+) -> list[Task]:
+    """The tasks the shown entries are about that `tasks` (the run's newest) miss: an older
+    page's, so its steps read as the newest page's do. One read each, at most a page's."""
+    known = {t.key for t in tasks}
+    wanted = sorted({r.entry.task_key or "" for r in records} - known - {""})
+    found: list[Task] = []
+    if wanted and records:
+        run_id = records[0].entry.run_id or ""
+        async with state(request).core.store.read() as tx:
+            for key in wanted:
+                task = await tx.get_task(run_id, key)
+                if task is not None and task.workspace_id == member.workspace_id:
+                    found.append(task)
+    return found
 
 
 async def run_page(request: web.Request) -> web.Response:
     member = await require_member(request)
     (run_id,) = path_values(request, "run_id")
     reveal = _reveal(request)
+    before = _before(request)
     core = state(request).core
     try:
         run = await core.service.get_run(member, member.workspace_id, run_id)
     except ApprovalError:
         return not_found(request, "run")
     tasks = await core.store.tasks(member.workspace_id, run_id=run_id, limit=500)
+    log_page = await _log(request, member, run_id, before)
+    records = log_page.records
+    about = tasks + await _older_tasks(request, member, tasks, records)
     events, earlier = await _feed(request, run_id)
-    records, earlier_steps = await _log(request, member, run_id)
     masked_tasks = [render.masked(t) for t in tasks]
+    masked_about = masked_tasks + [render.masked(t) for t in about[len(tasks) :]]
     masked_events = [render.masked_event(e) for e in events]
     masked_records = [_masked_record(r) for r in records]
-    hides = masked_tasks != tasks or masked_events != events or masked_records != records
+    hides = masked_about != about or masked_events != events or masked_records != records
     agent = await _agent_name(request, run)
     endings = await core.store.run_endings(member.workspace_id, [run_id], timeline.RUN_ENDINGS)
     helds = await core.store.run_endings(member.workspace_id, [run_id], timeline.HELD)
@@ -289,9 +364,14 @@ async def run_page(request: web.Request) -> web.Response:
             "ending": timeline.ending_of(run, endings.get(run_id), agent, helds.get(run_id)),
             "rules": timeline.rule_rows(run.approval_rules),
             "steps": learned_steps.worded(
-                timeline.build(run, shown_tasks, records if reveal else masked_records, agent)
+                timeline.build(
+                    run,
+                    about if reveal else masked_about,
+                    records if reveal else masked_records,
+                    agent,
+                )
             ),
-            "earlier_steps": earlier_steps,
+            "log_page": log_page,
             "waiting": [t for t in shown_tasks if t.parked],
             "counts": collections.Counter(outcome_word(t) for t in tasks),
             "events": events if reveal else masked_events,

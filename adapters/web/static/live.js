@@ -70,7 +70,9 @@
   }
   labelNotify();
 
+  var opened = {}; // the groups opened in place ("Show N more"), by run
   keyboard();
+  document.addEventListener("click", openInPlace);
 
   if (!body.dataset.stream || !window.EventSource) return;
 
@@ -107,7 +109,15 @@
     if (!list) return;
     if (busy) { again = true; return; }
     busy = true;
-    fetch("/web/inbox" + location.search, { credentials: "same-origin", headers: { Accept: "text/html" } })
+    // The groups opened in place stay open: the server shows as many of their cards.
+    var query = new URLSearchParams(location.search);
+    Object.keys(opened).forEach(function (run) {
+      var group = groupOf(run);
+      if (group) query.append("open", shownIn(group) + "~" + run);
+      else delete opened[run];
+    });
+    var search = query.toString();
+    fetch("/web/inbox" + (search ? "?" + search : ""), { credentials: "same-origin", headers: { Accept: "text/html" } })
       .then(function (r) { return r.ok ? r.text() : Promise.reject(r.status); })
       .then(function (html) {
         var box = document.createElement("div");
@@ -128,11 +138,48 @@
     data.keys.forEach(function (k) { seen[k] = true; });
     if (!fresh.length || lastCount === null || data.count <= lastCount) return;
     if (!notifyOn() || document.visibilityState === "visible") return;
-    var n = new Notification("approvalbot: " + data.count + " waiting", {
-      body: fresh.length === 1 ? "A new decision waits for you." : fresh.length + " new decisions wait for you.",
-      tag: "approvalbot-inbox",
+    // Named by the newest call as its card shows it: masked by the server, as on the page.
+    cardFor(fresh[0]).then(function (card) {
+      var said = describe(card);
+      var more = fresh.length > 1 ? " (and " + (fresh.length - 1) + " more)" : "";
+      var n = new Notification("approvalbot: " + said.what + " waits for you" + more, {
+        body: (said.text ? said.text + "\n" : "") + data.count + " waiting in all",
+        tag: "approvalbot-inbox",
+      });
+      n.onclick = function () { window.focus(); n.close(); };
     });
-    n.onclick = function () { window.focus(); n.close(); };
+  }
+
+  // The card of a decision: on this page, else in the inbox's first page (the newest are).
+  function cardFor(id) {
+    var here = cardIn(document, id);
+    if (here) return Promise.resolve(here);
+    return fetch("/web/inbox", { credentials: "same-origin", headers: { Accept: "text/html" } })
+      .then(function (r) { return r.ok ? r.text() : ""; })
+      .then(function (html) {
+        var box = document.createElement("div");
+        box.innerHTML = html;
+        return cardIn(box, id);
+      })
+      .catch(function () { return null; });
+  }
+  function cardIn(root, id) {
+    var found = null;
+    root.querySelectorAll("article.card[data-id]").forEach(function (el) {
+      if (el.dataset.id === id) found = el;
+    });
+    return found;
+  }
+  function describe(card) {
+    if (!card) return { what: "a new decision", text: "" };
+    function text(selector) {
+      var el = card.querySelector(selector);
+      return el ? el.textContent.replace(/\s+/g, " ").trim() : "";
+    }
+    var tool = text("header .tool");
+    var what = tool ? tool : "a question";
+    var said = tool ? text("p.summary") || text("figure.block pre") : text("p.prompt");
+    return { what: what, text: said.length > 140 ? said.slice(0, 139) + "…" : said };
   }
 
   // Someone else's approval counted on a decision's page: the count, in place (a reload would
@@ -181,6 +228,69 @@
       showApprovals(data.approvals);
     }
   });
+
+  // "Show N more", opened in place ----------------------------------------------------------
+  // The link leads to the run's own queue; with the script, its next cards come into the group
+  // instead (a fragment of the same cards), the count stays true, and focus goes to the first
+  // new card, so j/k/a/d carry on from there. A modified click still opens the link.
+  function groupOf(run) {
+    var found = null;
+    document.querySelectorAll("details.group[data-run]").forEach(function (el) {
+      if (el.dataset.run === run) found = el;
+    });
+    return found;
+  }
+  function shownIn(group) { return group.querySelectorAll("article.card[data-id]").length; }
+
+  function openInPlace(event) {
+    var link = event.target.closest && event.target.closest("a.more[data-cards]");
+    if (!link || event.defaultPrevented || event.button !== 0) return;
+    if (event.ctrlKey || event.metaKey || event.shiftKey || event.altKey) return;
+    var group = link.closest("details.group[data-run]");
+    if (!group || !window.fetch) return;
+    event.preventDefault();
+    if (link.getAttribute("aria-busy") === "true") return;
+    link.setAttribute("aria-busy", "true");
+    fetch(link.dataset.cards, { credentials: "same-origin", headers: { Accept: "text/html" } })
+      .then(function (r) { return r.ok ? r.text() : Promise.reject(r.status); })
+      .then(function (html) {
+        var box = document.createElement("div");
+        box.innerHTML = html;
+        var more = box.querySelector("#more-cards");
+        if (!more) return Promise.reject("no cards");
+        group = groupOf(group.dataset.run) || group; // a live refresh may have swapped it
+        link = group.querySelector("a.more") || link;
+        var foot = group.querySelector(".group-foot");
+        var added = [];
+        Array.prototype.slice.call(more.querySelectorAll("article.card[data-id]")).forEach(function (card) {
+          if (cardIn(group, card.dataset.id)) return; // shown already (a refresh came first)
+          group.insertBefore(card, foot);
+          added.push(card);
+        });
+        opened[group.dataset.run] = true;
+        var waiting = Number(more.dataset.waiting);
+        var count = group.querySelector("summary .waiting");
+        if (count) count.textContent = waiting + " waiting";
+        var left = waiting - shownIn(group);
+        var next = more.querySelector("a.more[data-cards]");
+        var wrap = link.closest(".more-wrap") || link;
+        if (left > 0 && next) {
+          link.dataset.cards = next.dataset.cards;
+          link.textContent = "Show " + left + " more";
+          link.removeAttribute("aria-busy");
+        } else if (left > 0) {
+          link.textContent = "Show " + left + " more"; // newer than these: the run's queue has them
+          link.removeAttribute("data-cards");
+          link.removeAttribute("aria-busy");
+        } else {
+          wrap.remove();
+        }
+        tick();
+        if (added.length) select(added[0]);
+        else if (!document.contains(link)) group.querySelector("summary").focus();
+      })
+      .catch(function () { location.href = link.href; }); // the run's own queue, as without the script
+  }
 
   // The keyboard ------------------------------------------------------------------------------
   function cards() {
