@@ -313,3 +313,22 @@ async def test_each_slack_thread_parent_counts_the_decisions_shown_in_its_channe
         await chat.service.approve(chat.member("alice"), WS, chat.run_id, "k1", via="api")
         await chat.flush()
         await counts(usual=2, oncall=0)
+
+
+async def test_a_reply_in_a_slack_thread_answers_the_question_shown_in_that_channel(
+    store: SqlStore,
+) -> None:
+    """Two open questions of one run, one routed to on-call: a reply in the usual channel's
+    thread answers the one shown there (not "several are waiting")."""
+    routes = [{"when": {"risk": "high"}, "to": [f"slack:{sh.ONCALL}"]}]
+    async with open_driver("slack", store, routes=routes) as chat:
+        sl = chat.world  # type: ignore[attr-defined]
+        await sl.park("q1", "ask", {"prompt": "Page whom?"}, effect_profile=HIGH)
+        await sl.park("q2", "ask", {"prompt": "Which branch?"})
+        await chat.flush()
+        [parent] = [m for m in sl.fake.messages_in(sh.CHANNEL) if m.from_bot and not m.thread_ts]
+        event = sl.fake.message_event(sh.ALICE, sh.CHANNEL, "main", thread_ts=parent.ts)
+        assert (await sl.fake.post_event(sl.events_url, event, sh.SIGNING_SECRET))[0] == 200
+        answered = await chat.settled("q2")
+        assert answered.resolution["content"] == "main" and answered.resolved_by == "alice"
+        assert (await chat.task("q1")).parked  # shown in on-call only: not this thread's

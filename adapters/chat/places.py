@@ -27,22 +27,23 @@ from bot.ports import ChatState, Versioned
 log = logging.getLogger(__name__)
 
 
-async def count_shown_in(
+async def shown_in(
     chats: ChatState, channel: str, tasks: Sequence[Task], chat: str,
     posting: Collection[str] = (),
-) -> int:  # fmt: skip
-    """How many of `tasks` are shown in `chat` on the platform `channel` (their delivery
-    records say so), `posting` (task ids being posted there now, not yet recorded) included:
-    a run's thread parent counts only the decisions of its own place."""
-    count = 0
+) -> list[Task]:  # fmt: skip
+    """Those of `tasks` shown in `chat` on the platform `channel` (their delivery records say
+    so), `posting` (task ids being posted there now, not yet recorded) included: a run's
+    thread parent counts only the decisions of its own place, and a reply in a thread answers
+    only a question shown there."""
+    found = []
     for task in tasks:
         if task.id in posting:
-            count += 1
+            found.append(task)
             continue
-        found = await chats.get_ref(channel, task.id)
-        if found is not None and Delivery.of(found.data).shown_in(chat):
-            count += 1
-    return count
+        ref = await chats.get_ref(channel, task.id)
+        if ref is not None and Delivery.of(ref.data).shown_in(chat):
+            found.append(task)
+    return found
 
 
 class Places:

@@ -33,6 +33,7 @@ from adapters.chat.assembly import assemble
 from adapters.chat.context import CoreLink
 from adapters.chat.digests import DigestTuning
 from adapters.chat.pacing import Budget, Limits
+from adapters.chat.places import shown_in
 from adapters.chat.port import MessageRef, Press
 from adapters.chat.presses import COUNTED, NOT_APPROVER, question_options
 from adapters.chat.records import Delivery
@@ -307,6 +308,8 @@ class SlackAdapter:
             t for t in await self.link.parked_tasks(run_id)
             if t.kind == "ask" and not question_options(t)
         ]  # fmt: skip
+        # Only the questions shown in this channel: a route may show others elsewhere.
+        waiting = await shown_in(self.chats, CHANNEL, waiting, str(chat))
         if not waiting:
             return  # people talking in the thread
         here = MessageRef(str(chat), str(ts), str(thread))

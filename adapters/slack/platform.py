@@ -27,7 +27,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from adapters.chat.context import CoreLink
 from adapters.chat.offers import Offer, edit_start, input_to_edit
 from adapters.chat.pacing import Budget
-from adapters.chat.places import count_shown_in
+from adapters.chat.places import shown_in
 from adapters.chat.port import (
     MessageRef,
     Notice,
@@ -406,7 +406,7 @@ class SlackPlatform:
         """The run's open decisions shown in `chat`: a route may show some of them in
         another channel only, and that channel's parent counts those."""
         parked = await self.link.parked_tasks(run.id)
-        return await count_shown_in(self.chats, CHANNEL, parked, chat, posting)
+        return len(await shown_in(self.chats, CHANNEL, parked, chat, posting))
 
     def _parent(self, run: Run, waiting: int) -> tuple[str, list[dict[str, Any]]]:
         return fmt.thread_parent(
