@@ -330,5 +330,6 @@ async def test_a_reply_in_a_slack_thread_answers_the_question_shown_in_that_chan
         event = sl.fake.message_event(sh.ALICE, sh.CHANNEL, "main", thread_ts=parent.ts)
         assert (await sl.fake.post_event(sl.events_url, event, sh.SIGNING_SECRET))[0] == 200
         answered = await chat.settled("q2")
-        assert answered.resolution["content"] == "main" and answered.resolved_by == "alice"
+        assert answered.resolution is not None and answered.resolution["content"] == "main"
+        assert answered.resolved_by == "alice"
         assert (await chat.task("q1")).parked  # shown in on-call only: not this thread's
