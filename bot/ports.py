@@ -232,6 +232,13 @@ class Store(Protocol):
         run_id: str | None = None,
         task_key: str | None = None,
     ) -> list[LogRecord]: ...
+    async def log_page(
+        self, workspace_id: str, run_id: str, *, before_id: int | None = None, limit: int = 300
+    ) -> tuple[list[LogRecord], int, int]:
+        """A run's entries before `before_id` (the newest `limit` without it), oldest first;
+        the run's count of entries; the count of those older than the page."""
+        ...
+
     async def tasks(
         self,
         workspace_id: str,

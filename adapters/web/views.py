@@ -15,7 +15,6 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-import sqlalchemy as sa
 from aiohttp import web
 
 from adapters.web import learned_steps, render, timeline
@@ -32,8 +31,6 @@ from bot.decisions import ending_word
 from bot.domain import Event, LogRecord, Principal, Run, Task
 from bot.errors import ApprovalError
 from bot.masking import mask_text, mask_value
-from store import convert
-from store.sql import LOG, SqlStore
 
 OUTCOMES = {
     "approved": ("granted",),
@@ -289,28 +286,12 @@ def _before(request: web.Request) -> int | None:
 
 async def _log(request: web.Request, member: Principal, run_id: str, before: int | None) -> LogPage:
     """At most FEED_LIMIT of the run's log entries before `before` (the newest without it), and
-    counts to place them. Keyset reads on the log's (run_id, id) index: a page of a run with a
-    million entries costs what a page of a small one does, plus two counts."""
+    counts to place them (the store reads them by keyset: store/sql.py `log_page`)."""
     store = state(request).core.store
-    if not isinstance(store, SqlStore):  # as the page's sessions (mount.py)
-        raise TypeError("the run page reads the log from the SQL store")
-    mine = sa.and_(LOG.c.workspace_id == member.workspace_id, LOG.c.run_id == run_id)
-    newest = sa.select(LOG).where(mine)
-    if before is not None:
-        newest = newest.where(LOG.c.id < before)
-    newest = newest.order_by(LOG.c.id.desc()).limit(FEED_LIMIT)
-    counted = sa.select(sa.func.count()).select_from(LOG).where(mine)
-    async with store.read() as tx:
-        rows = (await tx.conn.execute(newest)).mappings().all()
-        records = [convert.log_record(r) for r in reversed(rows)]
-        total = (await tx.conn.execute(counted)).scalar_one()
-        older = 0
-        if records:
-            below = counted.where(LOG.c.id < records[0].id)
-            older = (await tx.conn.execute(below)).scalar_one()
-        elif before is not None:
-            older = (await tx.conn.execute(counted.where(LOG.c.id < before))).scalar_one()
-    return LogPage(records, int(total), int(older), before)
+    records, total, older = await store.log_page(
+        member.workspace_id, run_id, before_id=before, limit=FEED_LIMIT
+    )
+    return LogPage(records, total, older, before)
 
 
 async def _older_tasks(
