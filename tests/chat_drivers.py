@@ -306,7 +306,6 @@ class TelegramDriver(_Base):
             lambda: next(
                 (m for m in self.fake.sent if m.reply_to_message_id == mine.message_id), None
             ),
-            timeout=3.0,
         )
         return answer.text  # type: ignore[no-any-return]
 
@@ -582,7 +581,6 @@ class SlackDriver(_Base):
             lambda: next(
                 (v for v in self.fake.views_opened()[opened:] if v.user_id == user_id), None
             ),
-            timeout=3.0,
         )
         blocks = view.view["blocks"]
         text = "\n".join(_texts([b for b in blocks if b.get("type") == "section"]))
