@@ -12,6 +12,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+from aiohttp import web
 
 from adapters.http import client as sdk
 from adapters.http.sync_client import SyncClient
@@ -144,7 +145,7 @@ async def test_an_unanswered_connection_gives_up_after_connect_timeout(blackhole
     client = sdk.Client(blackholed, "aba_unused", connect_timeout=1)
     # The feed's bounds: connecting bounded, reading and the whole as they were.
     feed = client.timeout(aiohttp.ClientTimeout(total=None, sock_read=60))
-    assert (feed.total, feed.sock_read, feed.sock_connect, feed.connect) == (None, 60, 1, 1)
+    assert (feed.total, feed.sock_read, feed.sock_connect, feed.connect) == (None, 60, 1, None)
     started = time.monotonic()
     try:
         with pytest.raises(aiohttp.ConnectionTimeoutError):
@@ -153,3 +154,69 @@ async def test_an_unanswered_connection_gives_up_after_connect_timeout(blackhole
     finally:
         await client.close()
     assert time.monotonic() - started < 15
+
+
+async def _loopback(app: web.Application) -> tuple[web.AppRunner, str]:
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    return runner, f"http://127.0.0.1:{port}"
+
+
+async def test_waiting_for_a_pooled_connection_is_not_a_connect_timeout() -> None:
+    """The bound is on the socket's connect only: a request queued behind busy connections of
+    the pool (as the 101st of 100 long-polls is) waits for one instead of giving up."""
+
+    async def slow(request: web.Request) -> web.Response:
+        await asyncio.sleep(0.6)
+        return web.json_response({"ok": True})
+
+    app = web.Application()
+    app.router.add_get("/slow", slow)
+    runner, url = await _loopback(app)
+    client = sdk.Client(url, "aba_unused", connect_timeout=0.2)
+    client._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=1))
+    try:
+        answers = await asyncio.gather(*(client.request("GET", "/slow") for _ in range(2)))
+    finally:
+        await client.close()
+        await runner.cleanup()
+    assert answers == [{"ok": True}, {"ok": True}]
+
+
+RUN: dict[str, Any] = {
+    "id": "run_old", "state": "running", "approval_mode": "ask", "approval_rules": [],
+    "tool_names": None, "aliases": {}, "title": "", "profile": None, "executor_id": None,
+    "parent_run": None, "held_task_key": None, "created_at": "2026-12-01T12:00:00Z",
+}  # fmt: skip
+
+
+async def test_the_run_context_stops_a_run_on_a_service_that_takes_no_outcome() -> None:
+    """A service from before stops took a body refuses it (422 invalid_request): the block's
+    end still stops the run, without the outcome."""
+    bodies: list[bytes] = []
+
+    async def declare(request: web.Request) -> web.Response:
+        return web.json_response(RUN, status=201)
+
+    async def stop(request: web.Request) -> web.Response:
+        body = await request.read()
+        bodies.append(body)
+        if body:
+            error = {"code": "invalid_request", "detail": "outcome: extra fields not permitted"}
+            return web.json_response({"error": error}, status=422)
+        return web.json_response(RUN | {"state": "stopped"})
+
+    app = web.Application()
+    app.router.add_post("/v1/workspaces/acme/runs", declare)
+    app.router.add_post("/v1/workspaces/acme/runs/run_old/stop", stop)
+    runner, url = await _loopback(app)
+    try:
+        async with sdk.Client(url, "aba_unused") as client:
+            async with client.workspace("acme").runs.declare() as run:
+                assert run.id == "run_old"
+    finally:
+        await runner.cleanup()
+    assert [json.loads(b) if b else None for b in bodies] == [{"outcome": "succeeded"}, None]

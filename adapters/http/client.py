@@ -117,10 +117,12 @@ class Client:
         total and read bounds as they are (None stays None)."""
         if base is None:
             base = self.session.timeout
+        # Only the socket's connect: aiohttp's `connect` also counts the wait for a free
+        # connection of the pool, which a client with 100 long-polls open must not give up on.
         return aiohttp.ClientTimeout(
             total=base.total,
             sock_read=base.sock_read,
-            connect=self.connect_timeout,
+            connect=base.connect,
             sock_connect=self.connect_timeout,
             ceil_threshold=base.ceil_threshold,
         )
@@ -376,12 +378,22 @@ class Run:
         stop is attempted as `failed`, its reason the exception's type name (never its message,
         which may hold secrets), and the exception goes on; a failure to stop never hides it."""
         if error is None:
-            await self.stop("succeeded")
+            await self._stop_saying("succeeded")
             return
         try:
-            await asyncio.shield(self.stop("failed", type(error).__name__))
+            await asyncio.shield(self._stop_saying("failed", type(error).__name__))
         except (ApprovalbotError, TimeoutError, aiohttp.ClientError, asyncio.CancelledError):
             pass
+
+    async def _stop_saying(self, outcome: str, reason: str | None = None) -> m.RunOut:
+        """Stop with the outcome; a service from before stops took one (it refuses the body
+        with 422 invalid_request) is stopped without it rather than left running."""
+        try:
+            return await self.stop(outcome, reason)
+        except ApiError as refused:
+            if refused.code != "invalid_request":
+                raise
+            return await self.stop()
 
     # agents ------------------------------------------------------------------------------------
     async def append(self, tool_name: str, tool_input: Any, **fields: Any) -> m.TaskOut:
