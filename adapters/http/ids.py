@@ -77,6 +77,20 @@ def run_filter(value: str | None) -> str | None:
     return value
 
 
+# The decision log's ids are 32-bit integers on PostgreSQL (its `id` column is INTEGER): a
+# larger cursor would make the query fail rather than find nothing.
+LOG_ID_MAX = 2**31 - 1
+
+
+def log_id(raw: str) -> int | None:
+    """A log entry id from a query value (`?after=`, the run page's `?before=`), or None when
+    it is not a whole number from 0 to LOG_ID_MAX in ASCII digits."""
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 10:
+        return None
+    value = int(raw)
+    return value if value <= LOG_ID_MAX else None
+
+
 # RFC 6750 b64token: what a bearer (or resolution) token may be made of. Ours are a prefix and
 # URL-safe base64 or hex; anything else (non-ASCII, control bytes) cannot be one.
 _TOKEN = re.compile(r"[A-Za-z0-9._~+/-]+=*")

@@ -112,9 +112,10 @@ def _after(request: web.Request) -> int:
     raw = request.query.get("after")
     if raw is None or raw == "":
         return 0
-    if not raw.isascii() or not raw.isdigit() or len(raw) > 18:
+    after = ids.log_id(raw)
+    if after is None:
         raise ApprovalError(errors.INVALID_REQUEST, "after: a log entry id (0 or more)", 422)
-    return int(raw)
+    return after
 
 
 async def decision_log(request: web.Request, ctx: Ctx) -> web.Response:

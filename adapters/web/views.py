@@ -17,6 +17,7 @@ from typing import Any
 
 from aiohttp import web
 
+from adapters.http import ids
 from adapters.web import learned_steps, render, timeline
 from adapters.web.context import (
     error_html,
@@ -276,12 +277,13 @@ def _before(request: web.Request) -> int | None:
     raw = request.query.get("before", "").strip()
     if not raw:
         return None
-    if not (raw.isascii() and raw.isdigit()) or len(raw) > 18 or int(raw) < 1:
+    before = ids.log_id(raw)
+    if before is None or before < 1:
         message = "invalid_cursor: before: not a cursor from this run's page"
         raise web.HTTPBadRequest(
             text=error_html(request, 400, "Invalid request", message), content_type="text/html"
         )
-    return int(raw)
+    return before
 
 
 async def _log(request: web.Request, member: Principal, run_id: str, before: int | None) -> LogPage:
