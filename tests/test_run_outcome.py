@@ -119,6 +119,9 @@ async def test_the_blocking_run_context_says_it_too(api: Served) -> None:
 
 
 # the page --------------------------------------------------------------------------------------
+SECRET = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+
+
 async def test_the_run_page_tells_how_the_work_went(api: Served) -> None:
     failed = {"outcome": "failed", "reason": "ValueError"}
     cases = [
@@ -126,6 +129,8 @@ async def test_the_run_page_tells_how_the_work_went(api: Served) -> None:
         ("agent", {"outcome": "succeeded"}, "finished by the agent (agent): succeeded"),
         ("alice", {"reason": "wrong branch"}, "stopped by alice: wrong branch"),
         ("alice", {"outcome": "failed"}, "stopped by alice: failed"),
+        # A reason is free text, shown to every member: a secret in it is masked.
+        ("alice", {"reason": f"token {SECRET} leaked"}, "stopped by alice: token ghp_****"),
     ]
     pages = []
     for who, body, wanted in cases:
@@ -138,6 +143,9 @@ async def test_the_run_page_tells_how_the_work_went(api: Served) -> None:
         for run_id, wanted in pages:
             status, page = await get_text(client, f"{api.url}/runs/{run_id}")
             assert status == 200 and wanted in page, wanted
+            assert SECRET not in page
+        status, listed = await get_text(client, f"{api.url}/runs")
+        assert status == 200 and "token ghp_****" in listed and SECRET not in listed
 
 
 # connecting (the `blackholed` fixture: tests/conftest.py) -------------------------------------

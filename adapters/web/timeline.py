@@ -14,6 +14,7 @@ from typing import Any
 from adapters.web import render
 from bot.domain import LogEntry, LogRecord, Run, Task
 from bot.durations import format_duration
+from bot.masking import mask_text
 
 # The log actions that end a run, or hold it for a person.
 RUN_ENDINGS = ("run_stopped", "run_abandoned", "run_held", "run_retried")
@@ -110,9 +111,11 @@ def ending_of(
         if held is not None and held.entry.at <= entry.at:
             after += " for " + " ".join(format_duration(entry.at - held.entry.at).split()[:2])
         return RunEnding("abandoned", f"abandoned by {entry.actor}{after}", entry.at, entry.via)
-    # What the stop said of the work, when it said anything: ": failed — ValueError".
+    # What the stop said of the work, when it said anything: ": failed — ValueError". The
+    # reason is free text from the API, shown to every member: masked like any detail.
     detail = entry.detail if isinstance(entry.detail, dict) else {}
-    said = (detail.get("outcome"), detail.get("reason"))
+    reason = detail.get("reason")
+    said = (detail.get("outcome"), mask_text(reason) if isinstance(reason, str) else None)
     told = " — ".join(part for part in said if isinstance(part, str) and part)
     told = f": {told}" if told else ""
     if by_agent:
