@@ -166,6 +166,7 @@ class Admin:
             )
         try:
             async with self.store.write() as tx:
+                await tx.lock_groups(workspace_id)  # a removal of this group waits, or is seen
                 ids = await self._member_ids(tx, workspace_id, members)
                 group_id = await tx.group_id(workspace_id, name)
                 created = group_id is None
@@ -184,9 +185,14 @@ class Admin:
         declared before keep their requirements (they are frozen) and count the group's members
         as they are now, so a change that leaves a running (or held) run's requirement naming
         the group with fewer eligible approvers than it asks for is `409 group_in_use`, unless
-        `force`: then it is made, and the removal says which runs it left short."""
+        `force`: then it is made, and the removal says which runs it left short. Changes to a
+        workspace's groups are one at a time (`lock_groups`), so two removals at once never
+        both spend the same spare approver."""
         await self._workspace(workspace_id)
         async with self.store.write() as tx:
+            # Before anything is read: the members counted below stay as they are until this
+            # commits (another removal, or a declaration naming the group, waits for it).
+            await tx.lock_groups(workspace_id)
             group_id = await tx.group_id(workspace_id, name)
             if group_id is None:
                 raise ApprovalError(
@@ -196,7 +202,6 @@ class Admin:
             before = await tx.groups(workspace_id)
             taking = set(before.get(name, [])) if not members else set(ids)
             after = before | {name: [m for m in before.get(name, []) if m not in taking]}
-            # Not on bot.ports.QuorumTx yet (requested); store/tx_quorum.py has it.
             runs = await tx.live_requirements(workspace_id)
             in_use = quorum.group_in_use(name, runs, before, after)
             if in_use is not None and not force:

@@ -150,6 +150,12 @@ class LearnedRuleTx(Protocol):
 class QuorumTx(Protocol):
     """Several approvers: groups of members, review rows, a task's count (store/tx_quorum.py)."""
 
+    async def lock_groups(self, workspace_id: str, *, shared: bool = False) -> None:
+        """Hold the workspace's groups still until the transaction ends (before reading them):
+        exclusive to change them, shared to check a declaration's; a no-op where writers are
+        serialised anyway (SQLite)."""
+        ...
+
     async def insert_group(
         self, group_id: str, workspace_id: str, name: str, at: datetime
     ) -> None: ...

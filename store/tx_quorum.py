@@ -1,6 +1,7 @@
 """Several approvers (bot.ports.QuorumTx): groups of members, the review rows of a quorum and a
 task's count so far. Every write here runs under the run's lock taken by the review (or, for
-groups, on its own), so a count is read and written by one writer at a time."""
+groups, under the workspace's group lock: `lock_groups`), so a count is read and written by one
+writer at a time."""
 
 from __future__ import annotations
 
@@ -22,8 +23,26 @@ GROUP_MEMBER = GroupMemberRow.__table__  # type: ignore[attr-defined]
 # its member may approve again, which renews the row.
 SUPERSEDED = "superseded"
 
+# A transaction-scoped advisory lock per workspace, in the two-key space (apart from the
+# single-key locks of the migrations and the Telegram poller): the class names what it guards.
+_GROUPS_KEY = "hashtext('approvalbot-groups'), hashtext(:workspace)"
+_LOCK_GROUPS = {
+    False: sa.text(f"SELECT pg_advisory_xact_lock({_GROUPS_KEY})"),
+    True: sa.text(f"SELECT pg_advisory_xact_lock_shared({_GROUPS_KEY})"),
+}
+
 
 class QuorumTx(TxBase):
+    async def lock_groups(self, workspace_id: str, *, shared: bool = False) -> None:
+        """Hold the workspace's groups still until this transaction ends: exclusive for a change
+        to them (and the check that the running runs can spare it), shared for a declaration
+        that checks the groups its requirements name. Call it before reading the groups. On
+        PostgreSQL two removals would otherwise each count the members as they were before the
+        other; SQLite's writers are one at a time already (BEGIN IMMEDIATE), so there it does
+        nothing."""
+        if self.postgres:
+            await self.conn.execute(_LOCK_GROUPS[shared], {"workspace": workspace_id})
+
     async def insert_group(self, group_id: str, workspace_id: str, name: str, at: datetime) -> None:
         await self._insert(
             MEMBER_GROUP,

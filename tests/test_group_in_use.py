@@ -1,6 +1,7 @@
 """`409 group_in_use`: a group (or a member of it) that a running run's requirement needs cannot
 be removed when that would leave the requirement fewer eligible approvers than it asks for,
-unless forced; on SQLite and PostgreSQL, and through `approvalbot admin group remove`."""
+unless forced; on SQLite and PostgreSQL, and through `approvalbot admin group remove`. Two
+removals at once, or a removal and a declaration naming the group, are one after the other."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from bot import errors
+from bot.admin import GroupRemoval
 from bot.cli import main
 from bot.errors import ApprovalError
 from tests.http_harness import Served, fixtures
@@ -121,3 +123,49 @@ async def test_the_cli_prints_the_refusal_and_forces(api: Served) -> None:
         "warning: group_in_use: leads is required by 1 running run (needs 2 approvers, "
         f"would have 1): {run_id} (removed anyway: --force)"
     )
+
+
+async def test_two_removals_at_once_never_both_spend_the_spare_approver(api: Served) -> None:
+    """leads {alice, bob, cleo}, a running run needs 2 of them: removing alice and bob at the
+    same moment leaves 2, one of the two refused (PostgreSQL serialises them by the workspace's
+    group lock; SQLite's writers are one at a time)."""
+    admin = api.core.admin
+    await admin.add_member(api.ws, "cleo")
+    for round_ in range(20):
+        group = f"leads{round_}"
+        await admin.add_group(api.ws, group, ["alice", "bob", "cleo"])
+        await declare(api, [{"tool": "deploy", "approvals": 2, "groups": [group]}])
+        outcomes = await asyncio.gather(
+            admin.remove_group(api.ws, group, ["alice"]),
+            admin.remove_group(api.ws, group, ["bob"]),
+            return_exceptions=True,
+        )
+        refusals = [o for o in outcomes if isinstance(o, ApprovalError)]
+        assert [e.code for e in refusals] == [errors.GROUP_IN_USE], (round_, outcomes)
+        assert len((await admin.groups(api.ws))[group]) == 2, round_
+
+
+async def test_a_run_declared_as_its_group_goes_holds_it_or_finds_it_gone(api: Served) -> None:
+    """A declaration naming a group and the group's removal at the same moment: either the run
+    comes first and holds the removal up (group_in_use), or it finds the group gone; never a
+    running run that names a group no longer there."""
+    admin = api.core.admin
+    for round_ in range(10):
+        group = f"ops{round_}"
+        await admin.add_group(api.ws, group, ["alice"])
+        needs = [{"tool": "deploy", "approvals": 1, "groups": [group]}]
+        body = {"approval_mode": "ask", "approval_requirements": needs}
+        declared, removal = await asyncio.gather(
+            api.call("POST", "/runs", "agent", body),
+            admin.remove_group(api.ws, group),
+            return_exceptions=True,
+        )
+        assert not isinstance(declared, BaseException), declared
+        status, answer = declared
+        left = await admin.groups(api.ws)
+        if status == 201:
+            assert isinstance(removal, ApprovalError), (round_, removal)
+            assert removal.code == errors.GROUP_IN_USE and group in left
+        else:
+            assert answer["error"]["code"] == "unknown_group", (round_, answer)
+            assert isinstance(removal, GroupRemoval) and group not in left
