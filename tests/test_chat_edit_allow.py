@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from adapters.chat.offers import EDIT_GLOB
-from adapters.chat.presses import NOT_APPROVER
+from adapters.chat.presses import GLOB_TOO_LONG, GLOB_TYPED_MAX, NOT_APPROVER
+from adapters.telegram.handlers import OFFER_NOT_SHOWN
 from bot.service import CallSpec, RunSpec
 from store.sql import SqlStore
 from tests import telegram_harness as th
@@ -153,6 +154,9 @@ async def test_telegrams_edited_glob_is_masked_in_chat_and_its_prompt_counts_onc
         offer = chat.fake.messages[offered.handle.key]
         stranger = await chat.world.press(offer, EDIT_GLOB, user=th.STRANGER)
         assert stranger.text == NOT_APPROVER
+        # Longer than the offer shows in full: refused before the prompt is used up.
+        too_long, _ = await chat.edit_glob(offered, "deploy " + "y" * GLOB_TYPED_MAX)
+        assert too_long == GLOB_TOO_LONG
         refused, _ = await chat.edit_glob(offered, f"undeploy {token} *")
         assert refused is not None and "does not match" in refused and token not in refused
         accepted, prompt = await chat.edit_glob(offered, f"deploy --token {token[:12]}*")
@@ -169,6 +173,20 @@ async def test_telegrams_edited_glob_is_masked_in_chat_and_its_prompt_counts_onc
         said = [m.raw_text + m.text for m in chat.fake.sent if m.from_bot]
         said += [e.text or "" for e in chat.fake.edits]
         assert said and not [t for t in said if token[:12] in t]
+
+
+async def test_an_edited_offer_that_cannot_be_shown_says_so(store: SqlStore) -> None:
+    """Telegram refuses the offer's edit (a 500): the person is told to try again, and the
+    scope buttons still learn only what was shown (the proposed glob)."""
+    async with open_driver("telegram", store) as chat:
+        assert isinstance(chat, TelegramDriver)
+        await chat.park("k1", tool_input={"command": "git push origin main"})
+        await chat.flush()
+        offered = await chat.offer(chat.decision_in("usual", "git push"))
+        chat.fake.fail_next(1, kind="500", methods={"editMessageText"})
+        said, _ = await chat.edit_glob(offered, "git push origin *")
+        assert said == OFFER_NOT_SHOWN, said
+        assert (await chat.task("k1")).parked
 
 
 async def test_a_long_globs_offer_fits_and_a_secret_in_it_is_never_shown(

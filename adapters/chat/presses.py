@@ -33,6 +33,10 @@ NOT_APPROVER = "You are not an approver here"
 EXPIRED_BUTTON = "This button is no longer valid."
 NOTICE_LENGTH = 190
 TOO_MANY_GLOBS = "Too many globs tried on this decision: use the full view"
+# A glob typed in chat is learned only as the offer shows it in full: longer, the offer's text
+# would be cut ("…") and a person pressing its scope button would learn what they never saw.
+GLOB_TYPED_MAX = 300
+GLOB_TOO_LONG = f"A glob of at most {GLOB_TYPED_MAX} characters, please (or use the full view)"
 MemberOf = Callable[[str, str], Awaitable[Principal | None]]  # (user id, workspace) -> member
 Expand = Callable[[Press, Task], Awaitable[bool]]
 
@@ -227,6 +231,8 @@ class Presses:
         glob = text.strip()
         if not glob or self.globs is None:
             return "Write the glob calls like this must match", None
+        if len(glob) > GLOB_TYPED_MAX:
+            return GLOB_TOO_LONG, None
         if not await claim():
             return "", None
         run, proposed = await self.link.run(task.run_id), offers.proposed(task)

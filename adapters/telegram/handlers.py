@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import logging
+
 from telegram import Message, Update
 from telegram.ext import ContextTypes
 
@@ -12,6 +14,9 @@ from adapters.chat.presses import Presses
 from adapters.telegram.calls import TelegramCalls
 from adapters.telegram.platform import CHANNEL, TelegramPlatform
 from bot.ports import ChatState
+
+log = logging.getLogger(__name__)
+OFFER_NOT_SHOWN = "Could not show the offer with your glob: press ✏️ Edit glob again"
 
 
 class Handlers:
@@ -55,9 +60,13 @@ class Handlers:
             notice, offer = await self.presses.on_glob(user, task, message.text, claim)
             if offer is not None:
                 shown = await self.platform.globs.offer_of(task.id, chat, replied)
-                await self.platform.show_offer(
-                    chat, offer, message=shown, reply_to=message.message_id
-                )
+                try:
+                    await self.platform.show_offer(
+                        chat, offer, message=shown, reply_to=message.message_id
+                    )
+                except Exception as error:  # busy, rate limited, unreachable: say so
+                    log.info("could not show an edited offer (%s)", type(error).__name__)
+                    notice = OFFER_NOT_SHOWN
             await self.calls.reply(message, notice)
             return
         notice = await self.presses.on_text(
