@@ -373,6 +373,10 @@ class ChatState(Protocol):
         ...
 
     async def get_ref(self, channel: str, task_id: str) -> Versioned | None: ...
+    async def get_refs(self, channel: str, task_ids: Sequence[str]) -> dict[str, Versioned]:
+        """The delivery records of those of `task_ids` that have one, by task id."""
+        ...
+
     async def swap_ref(
         self,
         channel: str,

@@ -152,6 +152,18 @@ class ChatStore:
         row = await self._get(REF, channel, task_id)
         return None if row is None else Versioned(dict(row["data"] or {}), int(row["version"]))
 
+    async def get_refs(self, channel: str, task_ids: Sequence[str]) -> dict[str, Versioned]:
+        """The delivery records of many tasks in one read (a thread parent's count)."""
+        found: dict[str, Versioned] = {}
+        for start in range(0, len(task_ids), 500):  # bound the statement's parameters
+            stmt = sa.select(REF).where(
+                REF.c.channel == channel, REF.c.task_id.in_(task_ids[start : start + 500])
+            )
+            async with self.engine.connect() as conn:
+                for row in (await conn.execute(stmt)).mappings():
+                    found[row["task_id"]] = Versioned(dict(row["data"] or {}), int(row["version"]))
+        return found
+
     async def swap_ref(
         self,
         channel: str,

@@ -34,16 +34,12 @@ async def shown_in(
     """Those of `tasks` shown in `chat` on the platform `channel` (their delivery records say
     so), `posting` (task ids being posted there now, not yet recorded) included: a run's
     thread parent counts only the decisions of its own place, and a reply in a thread answers
-    only a question shown there."""
-    found = []
-    for task in tasks:
-        if task.id in posting:
-            found.append(task)
-            continue
-        ref = await chats.get_ref(channel, task.id)
-        if ref is not None and Delivery.of(ref.data).shown_in(chat):
-            found.append(task)
-    return found
+    only a question shown there. One read of the records, however many are waiting."""
+    refs = await chats.get_refs(channel, [t.id for t in tasks if t.id not in posting])
+    return [
+        t for t in tasks
+        if t.id in posting or (t.id in refs and Delivery.of(refs[t.id].data).shown_in(chat))
+    ]  # fmt: skip
 
 
 class Places:
