@@ -45,6 +45,7 @@ APPROVAL_EXPIRED = "approval_expired"
 QUESTION_EXPIRED = "question_expired"
 DECLINED = "declined"
 RUN_STOPPED = "run_stopped"
+WITHDRAWN = "withdrawn"  # the agent (or a person) stopped waiting for the decision
 TOOL_NOT_DECLARED = "tool_not_declared"
 APPROVAL_WIDENING = "approval_widening"
 INVALID_RULES = "invalid_rules"

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
+from bot import errors
 from bot.domain import Run, Task
 from bot.durations import format_duration
 from bot.effects import known_keys
@@ -63,7 +64,7 @@ class Outcome:
     """How a decision ended, for people."""
 
     state: str
-    word: str  # approved, denied, answered, declined, expired, cancelled
+    word: str  # approved, denied, answered, declined, expired, cancelled, withdrawn
     icon: str
     who: str | None
     via: str | None
@@ -114,6 +115,7 @@ _ICONS = {
     "declined": "🚫",
     "expired": "⌛",
     "cancelled": "⏹",
+    "withdrawn": "↩",
     "refused": "⛔",
 }
 
@@ -132,6 +134,11 @@ def render_ending(task: Task, now: datetime | None = None) -> Outcome | None:
     elif task.state == "resolved":
         content = (task.resolution or {}).get("content")
         detail = ", ".join(map(str, content)) if isinstance(content, list) else str(content or "")
+    elif task.state == "cancelled" and (task.error or {}).get("code") == errors.WITHDRAWN:
+        # "↩ Withdrawn by demo-app", the reason below: the call was given up, not stopped.
+        word = "withdrawn"
+        said = (task.error or {}).get("detail", "")
+        detail = said.removeprefix(f"withdrawn by {task.resolved_by}").removeprefix(": ")
     elif task.state == "cancelled":
         detail = (task.error or {}).get("detail", "")
     return Outcome(

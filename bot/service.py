@@ -27,6 +27,7 @@ from bot.lifecycle.questions import Questions
 from bot.lifecycle.reading import Reading
 from bot.lifecycle.review import Reviews
 from bot.lifecycle.runs import KEY_LIMIT, Runs, retry_key
+from bot.lifecycle.withdraw import Withdrawals
 
 # Surfaces import these from here too.
 __all__ = [
@@ -48,5 +49,5 @@ __all__ = [
 ]
 
 
-class ApprovalService(Reading, Runs, Calls, Reviews, Questions, Executors):
+class ApprovalService(Reading, Runs, Calls, Reviews, Questions, Withdrawals, Executors):
     """The core every surface calls: the HTTP API, the chat adapters, the web page, the CLI."""

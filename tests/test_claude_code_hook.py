@@ -244,6 +244,15 @@ async def test_edit_and_mcp_calls_are_approved(hook: Hook, api: Served) -> None:
         assert decision(out, "allow") == "approvalbot: approved by bob via api"
 
 
+async def withdrawn(hook: Hook, run_id: str, key: str) -> None:
+    """The task was withdrawn by the hook (the agent's token) when its wait ran out."""
+    task = await hook.task(run_id, key)
+    assert (task["state"], task["resolved_by"]) == ("cancelled", "agent"), task
+    assert task["error"] == {
+        "code": "withdrawn", "detail": "withdrawn by agent: Claude Code stopped waiting",
+    }  # fmt: skip
+
+
 async def test_nobody_decides_in_time(hook: Hook) -> None:
     asked = await hook.start(claude("Bash", {"command": "ls"}, "toolu_t1"), "--wait", "1")
     denied = await hook.start(
@@ -253,6 +262,11 @@ async def test_nobody_decides_in_time(hook: Hook) -> None:
     assert "nobody decided within 1 s" in decision(out, "ask")
     _, out, _ = await denied
     assert "nobody decided within 1 s" in decision(out, "deny")
+    # Both calls were withdrawn on the way out: nobody is left to approve what nobody waits for.
+    run_id = hook.remembered()
+    assert run_id is not None
+    for key in ("toolu_t1", "toolu_t2"):
+        await withdrawn(hook, run_id, key)
 
 
 async def test_service_down_and_bad_token_answer_on_error(hook: Hook) -> None:
@@ -465,3 +479,34 @@ async def test_a_stopped_run_denies_the_sessions_calls(hook: Hook, api: Served) 
     assert status == 200
     out, _ = await hook(claude("Read", {"file_path": "/a"}, "toolu_r2"))
     assert "not running" in decision(out, "deny")
+
+
+async def test_questions_nobody_answers_in_time_are_withdrawn(hook: Hook) -> None:
+    waiting = await hook.start(claude("AskUserQuestion", ASK, "toolu_qt"), "--wait", "0.5")
+    _, out, _ = await waiting
+    assert "nobody answered within 0.5 s" in decision(out, "ask")
+    run_id = hook.remembered()
+    assert run_id is not None
+    for key in ("toolu_qt-q1", "toolu_qt-q2"):
+        await withdrawn(hook, run_id, key)
+
+
+async def test_a_decision_made_just_before_the_withdrawal_is_the_one_given(
+    hook: Hook, api: Served
+) -> None:
+    """The wait ran out as a person approved: the withdrawal loses (409), and the hook reads the
+    task back and gives the approval rather than handing a granted call to Claude's prompt."""
+    from adapters.claude_code import hook as claude_hook
+    from adapters.claude_code.wire import Endpoint
+
+    status, run = await api.call("POST", "/runs", body={"approval_mode": "ask"})
+    assert status == 201
+    body = {"tool_name": "Bash", "tool_input": {"command": "make deploy"}, "key": "toolu_late"}
+    status, receipt = await api.call("POST", f"/runs/{run['id']}/tasks", body=body)
+    assert status == 201
+    status, _ = await api.call("POST", f"/runs/{run['id']}/tasks/toolu_late/approve", "alice")
+    assert status == 200
+    options = claude_hook.Options(api.url, api.token("agent"), api.ws)
+    service = claude_hook.Service(options, Endpoint(api.url, api.token("agent")))
+    task = await asyncio.to_thread(claude_hook.withdraw, service, [receipt])
+    assert task is not None and (task["state"], task["resolved_by"]) == ("granted", "alice")

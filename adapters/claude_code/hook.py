@@ -7,7 +7,9 @@ Claude's `tool_use_id`, with an effect profile derived from the tool. The receip
 - granted -> `allow`; refused (a rule or a person) -> `deny` with the reason, which Claude reads;
   approved as a person edited it -> `allow` with `updatedInput` = the approved input;
 - parked -> long-poll until a person decides, and answer with their decision; nobody decided
-  within `--wait` -> the `--on-timeout` decision (`ask`: Claude's own prompt, or `deny`);
+  within `--wait` -> the call is withdrawn (best effort, at most ~2 s: nobody is nudged for it
+  or approves it any more) and the `--on-timeout` decision given (`ask`: Claude's own prompt,
+  or `deny`); a person who decided just before the withdrawal is heard instead;
 - `AskUserQuestion` -> one approvalbot question per question; the answers go back as `allow`
   with `updatedInput` = the input plus `answers`;
 - the service unreachable or refusing us, or a malformed input -> the `--on-error` decision.
@@ -36,6 +38,10 @@ POLL = 55.0  # seconds per long-poll request (the service holds at most 60)
 COMMAND = "approvalbot hook claude-code"
 DECISIONS = ("allow", "deny", "ask")
 PARKED = ("needs_approval", "awaiting_input")
+# When --wait runs out the hook withdraws what it parked, within this many seconds in all (it
+# must not hold Claude up: the withdrawal only spares people a decision nobody waits for).
+WITHDRAW_BUDGET = 2.0
+WITHDRAW_REASON = "Claude Code stopped waiting"
 
 
 class ServiceError(Exception):
@@ -265,6 +271,13 @@ class Service:
             raise ServiceError(f"reading task {key} failed ({reply.status} {code}): {detail}")
         return reply.body
 
+    def try_send(self, method: str, tail: str, body: Any, timeout: float) -> Reply | None:
+        """`send` for a best effort: None instead of any error."""
+        try:
+            return self.send(method, tail, body, timeout)
+        except ServiceError:
+            return None
+
 
 class Session:
     """The run of one Claude session: looked up, declared once, re-declared if forgotten."""
@@ -345,6 +358,32 @@ def settle(service: Service, task: dict[str, Any], clock: Clock) -> dict[str, An
     return task
 
 
+def withdraw(service: Service, tasks: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Nobody decided in time: withdraw each task (best effort, WITHDRAW_BUDGET seconds in all,
+    errors ignored). A withdrawal that lost to a person's decision (`409 already_decided`) is
+    read back: the first such task that has ended is returned, so its decision is the one
+    given; None otherwise."""
+    clock = Clock(WITHDRAW_BUDGET)
+    lost: list[str] = []
+    for task in tasks:
+        left = clock.left()
+        if left <= 0:
+            break
+        path = f"/runs/{segment(str(task['run_id']))}/tasks/{segment(str(task['key']))}"
+        reply = service.try_send("POST", path + "/withdraw", {"reason": WITHDRAW_REASON}, left)
+        if reply is not None and reply.status == 409 and reply.error[0] == "already_decided":
+            lost.append(path)
+    for path in lost:
+        left = clock.left()
+        if left <= 0:
+            break
+        reply = service.try_send("GET", path, None, left)
+        if reply is not None and reply.status == 200 and isinstance(reply.body, dict):
+            if reply.body.get("state") not in PARKED:
+                return reply.body
+    return None
+
+
 def _ended(task: dict[str, Any], options: Options, what: str) -> Decision:
     """A call or question that did not end well: refused, declined, expired, cancelled."""
     state = task.get("state")
@@ -354,6 +393,8 @@ def _ended(task: dict[str, Any], options: Options, what: str) -> Decision:
     who = _who(task)
     if state == "timed_out":
         return _timeout(options, f"nobody decided in time ({detail or code or 'expired'})")
+    if state == "cancelled" and code == "withdrawn":
+        return Decision("deny", f"approvalbot: {what or 'the call'} was withdrawn ({detail})")
     if state == "cancelled":
         return Decision("deny", f"approvalbot: the run was stopped ({detail or code})")
     if state == "failed" and code == "declined":
@@ -378,7 +419,10 @@ def decide_call(session: Session, call: Call, options: Options, clock: Clock) ->
     }
     if call.tool_use_id:
         body["key"] = call.tool_use_id
-    task = settle(session.service, session.append(body), clock)
+    receipt = session.append(body)
+    task = settle(session.service, receipt, clock)
+    if task is None:
+        task = withdraw(session.service, [receipt])
     if task is None:
         return _timeout(options, f"nobody decided within {options.wait:g} s")
     if task.get("state") == "granted":
@@ -440,9 +484,14 @@ def decide_questions(
         receipts.append(session.append(body))
     answers: dict[str, str] = {}
     people: list[str] = []
-    for (prompt, _labels, _multi), receipt in zip(questions, receipts, strict=True):
+    for index, ((prompt, _labels, _multi), receipt) in enumerate(
+        zip(questions, receipts, strict=True)
+    ):
         task = settle(session.service, receipt, clock)
         if task is None:
+            # The answers so far are no use without this one: every unanswered question goes.
+            waiting = [r for r in receipts[index:] if r.get("state") in PARKED]
+            withdraw(session.service, waiting)
             return _timeout(options, f"nobody answered within {options.wait:g} s")
         if task.get("state") != "resolved":
             return _ended(task, options, f"the question {prompt!r}")

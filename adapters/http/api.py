@@ -197,6 +197,16 @@ async def deny(request: web.Request, ctx: Ctx) -> web.Response:
     return json_response(m.task_out(task))
 
 
+async def withdraw(request: web.Request, ctx: Ctx) -> web.Response:
+    """The agent stopped waiting: its parked call or question ends cancelled (withdrawn)."""
+    body = await read_body(request, m.WithdrawIn)
+    task = await ctx.core.service.withdraw(
+        ctx.who, ctx.ws, _run_id(request), _key(request), reason=body.reason or "",
+        via=via(request),
+    )  # fmt: skip
+    return json_response(m.task_out(task))
+
+
 async def resolve(request: web.Request, ctx: Ctx) -> web.Response:
     """Answer or decline a question: with a member credential, or with the resolution token of
     an author ask instead of any credential. With a token, every refusal before the token is

@@ -500,6 +500,14 @@ class Run:
 
         return decorate
 
+    async def withdraw(self, key: str, reason: str | None = None) -> m.TaskOut:
+        """Stop waiting for a parked call or question: it ends `cancelled` with error
+        `withdrawn` and people see it withdrawn (no one approves it any more). A short `reason`
+        (at most 500 characters) goes with it. Already ended: `ApiError` 409 `already_decided`."""
+        body = {"reason": reason} if reason is not None else None
+        answer = await self.client.request("POST", f"{self.base}/tasks/{key}/withdraw", body)
+        return m.TaskOut.model_validate(answer)
+
     # people ------------------------------------------------------------------------------------
     @property
     def decisions(self) -> Decisions:

@@ -206,6 +206,21 @@ class StopIn(RequestModel):
     ) = None
 
 
+class WithdrawIn(RequestModel):
+    """Withdraw a parked call or question: the agent stopped waiting. An optional short `reason`
+    (stripped, at most 500 characters) goes to the error's detail and the decision log."""
+
+    reason: (
+        Annotated[
+            str,
+            StringConstraints(strip_whitespace=True, max_length=500),
+            _NO_NUL,
+            AfterValidator(_check_text),
+        ]
+        | None
+    ) = None
+
+
 class ResolutionIn(RequestModel):
     """Answer a question: `content` is free text, one option, or (multi) a list of options;
     `outcome: failed` declines. `resolution_token` (from an author ask's receipt) stands in for

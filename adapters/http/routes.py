@@ -90,6 +90,13 @@ ROUTES: tuple[Route, ...] = (
           errors=(401, 403, 404, 409, 422),
           description="An author ask's resolution_token (from its append receipt) replaces "
           "any other credential: single use, that task only."),
+    Route("POST", TASK + "/withdraw", api.withdraw, "Withdraw a parked call or question: "
+          "the agent stopped waiting for it", "app (the run's), member", m.WithdrawIn,
+          m.TaskOut, errors=(401, 403, 404, 409, 422),
+          description="The task ends `cancelled` with error `withdrawn` (`withdrawn by <name>`, "
+          "then `: <reason>` when given); people's messages show it withdrawn. Only the "
+          "application that declared the run, or a member, may (else `403`). A task no longer "
+          "parked is `409 already_decided`: the first ending wins."),
     Route("POST", RUN + "/stop", api.stop_run, "Stop the run; parked tasks are cancelled",
           "app, member", m.StopIn, m.RunOut, errors=(401, 404, 409, 422)),
     Route("POST", RUN + "/retry", api.retry_run, "Take a held run up again; expired holds are "

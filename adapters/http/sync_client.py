@@ -194,6 +194,10 @@ class SyncRun:
     def ask(self, prompt: str, options: list[str] | None = None, **more: Any) -> Any:
         return self._loop.run(self.run.ask(prompt, options, **more))
 
+    def withdraw(self, key: str, reason: str | None = None) -> m.TaskOut:
+        """As `Run.withdraw`: stop waiting for a parked call or question."""
+        return self._loop.run(self.run.withdraw(key, reason))
+
     def decisions(self) -> list[SyncDecision]:
         found = self._loop.run(self.run.decisions.list())
         return [SyncDecision(self._loop, d) for d in found]

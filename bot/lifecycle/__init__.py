@@ -8,6 +8,7 @@
 - quorum.py: several approvers (requirements declared, reviews counted, who may still approve)
 - learn.py: edit before approve, approve always (learned rules), the decision log
 - questions.py: answering or declining a question
+- withdraw.py: the agent that stopped waiting withdraws its parked call or question
 - executors.py: an application's executors
 - reading.py: reads and long-poll waiting
 """
