@@ -104,9 +104,11 @@ _ENDING_WORDS = {
 
 def ending_word(task: Task) -> str:
     """How people read an ended task: approved, denied, answered, declined, expired…"""
+    code = (task.error or {}).get("code")
     if task.state == "failed":
-        code = (task.error or {}).get("code")
         return {"declined": "declined", "tool_not_declared": "refused"}.get(code or "", "denied")
+    if task.state == "cancelled" and code == "withdrawn":  # the agent stopped waiting
+        return "withdrawn"
     return _ENDING_WORDS.get(task.state, task.state)
 
 

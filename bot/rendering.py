@@ -136,7 +136,6 @@ def render_ending(task: Task, now: datetime | None = None) -> Outcome | None:
         detail = ", ".join(map(str, content)) if isinstance(content, list) else str(content or "")
     elif task.state == "cancelled" and (task.error or {}).get("code") == errors.WITHDRAWN:
         # "↩ Withdrawn by demo-app", the reason below: the call was given up, not stopped.
-        word = "withdrawn"
         said = (task.error or {}).get("detail", "")
         detail = said.removeprefix(f"withdrawn by {task.resolved_by}").removeprefix(": ")
     elif task.state == "cancelled":

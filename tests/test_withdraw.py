@@ -21,6 +21,7 @@ from bot.service import CallSpec
 from store.sql import SqlStore
 from tests.chat_drivers import PLATFORMS, WS, ChatDriver, open_driver
 from tests.http_harness import Served, fixtures, sdk_fixtures
+from tests.web_helpers import browserless, get_text, sign_in
 
 server, api = fixtures()
 agent, person = sdk_fixtures()
@@ -67,6 +68,14 @@ async def test_the_agent_withdraws_a_parked_call_and_a_question(api: Served) -> 
         status, again = await api.call("POST", path)
         assert (status, again["error"]["code"]) == (409, "already_decided")
         assert again["error"]["state"] == "cancelled"
+        assert again["error"]["outcome"] == "withdrawn"
+    # History's outcome filter finds them by the word people read.
+    async with browserless() as client:
+        await sign_in(client, api.url, api.token("alice"))
+        status, page = await get_text(client, f"{api.url}/history?outcome=withdrawn")
+        assert status == 200 and "withdrawn" in page and "Which region?" in page
+        status, page = await get_text(client, f"{api.url}/history?outcome=cancelled")
+        assert status == 200 and "Which region?" not in page
 
 
 @ON_THE_SERVER
@@ -150,6 +159,21 @@ async def test_the_sdk_withdraws(api: Served, agent: sdk.Workspace) -> None:
     with pytest.raises(ApiError) as refused:
         await run.withdraw("k1")
     assert (refused.value.status, refused.value.code) == (409, "already_decided")
+    assert refused.value.detail.startswith("already withdrawn by agent at ")
+    assert refused.value.body["outcome"] == "withdrawn"
+    # A call waiting in `run.call` that is withdrawn meanwhile says so by its type.
+    waiting = asyncio.ensure_future(run.call("bash", {"command": "make docs"}, key="k2"))
+    for _ in range(2000):  # until the call is parked (its append may not have landed yet)
+        try:
+            if (await run.task("k2")).parked:
+                break
+        except ApiError as missing:
+            assert missing.code == "not_found"
+        await asyncio.sleep(0.01)
+    await run.withdraw("k2", reason="done without it")
+    with pytest.raises(sdk.CallWithdrawn) as withdrawn:
+        await asyncio.wait_for(waiting, 20)
+    assert withdrawn.value.code == "withdrawn"
     await run.append("ask", QUESTION, key="q1")
 
     def blocking() -> Any:

@@ -42,6 +42,7 @@ from adapters.http.sdk_errors import (
     ApprovalDenied,
     ApprovalExpired,
     CallRefused,
+    CallWithdrawn,
     EditedInputUnfit,
     QuestionDeclined,
     RunStopped,
@@ -61,9 +62,10 @@ from adapters.http.sse_client import follow, parse_sse
 # Re-exported: agent and person code imports every SDK name from here (or from `approvalbot`).
 __all__ = [
     "UNEDITED", "ApiError", "ApprovalDenied", "ApprovalExpired", "ApprovalbotError", "CallRefused",
-    "Client", "Decision", "Decisions", "DeclaredRun", "EditedInputUnfit", "QuestionDeclined",
-    "Run", "RunStopped", "Runs", "Scope", "Workspace", "approve_body", "call_input", "edited_call",
-    "error_from", "follow", "input_to_run", "parse_sse", "require_approval", "settled",
+    "CallWithdrawn", "Client", "Decision", "Decisions", "DeclaredRun", "EditedInputUnfit",
+    "QuestionDeclined", "Run", "RunStopped", "Runs", "Scope", "Workspace", "approve_body",
+    "call_input", "edited_call", "error_from", "follow", "input_to_run", "parse_sse",
+    "require_approval", "settled",
 ]  # fmt: skip
 
 if TYPE_CHECKING:

@@ -53,6 +53,10 @@ class RunStopped(CallRefused):
     """The run was stopped while the call waited."""
 
 
+class CallWithdrawn(CallRefused):
+    """The call was withdrawn while it waited (`Run.withdraw`, by its agent or a member)."""
+
+
 def error_from(status: int, text: str) -> ApiError:
     """The API's error envelope as an exception; anything else (a proxy's HTML page) kept short."""
     try:
@@ -71,7 +75,7 @@ def settled(task: m.TaskOut) -> m.TaskOut:
     if task.state == "timed_out":
         raise ApprovalExpired(task)
     if task.state == "cancelled":
-        raise RunStopped(task)
+        raise CallWithdrawn(task) if code == "withdrawn" else RunStopped(task)
     if code == "declined":
         raise QuestionDeclined(task)
     raise ApprovalDenied(task)

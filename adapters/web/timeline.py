@@ -29,6 +29,7 @@ TONES = {
     "declined": "denied",
     "expired": "expired",
     "cancelled": "expired",
+    "withdrawn": "expired",
     "timed_out": "expired",
     "parked": "waiting",
     "asked": "waiting",
@@ -229,7 +230,7 @@ def _decided(entry: LogEntry, task: Task | None, agent: str | None) -> Step:
     who = _who(entry, agent)
     note = ""
     detail = entry.detail if isinstance(entry.detail, dict) else {}
-    if entry.action == "denied":
+    if entry.action in ("denied", "withdrawn"):
         note = str(detail.get("reason") or "")
     elif entry.action == "answered":
         content = detail.get("content")
@@ -240,6 +241,8 @@ def _decided(entry: LogEntry, task: Task | None, agent: str | None) -> Step:
         text = f"nobody decided in time: {title}"
     elif entry.action == "cancelled":
         text = f"cancelled: {title}"
+    elif entry.action == "withdrawn":
+        text = f"{who} withdrew: {title}"
     else:
         text = f"{who} {word}: {title}"
     badge = "approved" if entry.action == "reviewed" else entry.action

@@ -40,6 +40,7 @@ OUTCOMES = {
     "answered": ("resolved",),
     "expired": ("timed_out",),
     "cancelled": ("cancelled",),
+    "withdrawn": ("cancelled",),
 }
 ENDED_STATES = ("granted", "failed", "resolved", "timed_out", "cancelled")
 SURFACES = ("web", "telegram", "slack", "api", "cli", "clock", "token")
@@ -404,7 +405,7 @@ async def ended_decisions(
         resolved_by=filters["who"] or None,
         via=filters["via"] or None,
         parked_only=True,
-        limit=limit * 2 if outcome in ("denied", "declined") else limit,
+        limit=limit * 2 if outcome in ("denied", "declined", "cancelled", "withdrawn") else limit,
         search=filters.get("q") or None,
     )
     if outcome:
