@@ -190,35 +190,28 @@ class EmptyIn(RequestModel):
     """Verbs without arguments accept no body, `{}`, or nothing else."""
 
 
+# A stop's or a withdrawal's reason: stripped, at most 500 characters, no NUL.
+ShortReason = Annotated[
+    str,
+    StringConstraints(strip_whitespace=True, max_length=500),
+    _NO_NUL,
+    AfterValidator(_check_text),
+]
+
+
 class StopIn(RequestModel):
     """Stop a run, optionally saying how its work went: `outcome` and a short `reason` (stripped,
     at most 500 characters) go to the decision log. No body, or `{}`, stops it saying nothing."""
 
     outcome: Literal["succeeded", "failed"] | None = None
-    reason: (
-        Annotated[
-            str,
-            StringConstraints(strip_whitespace=True, max_length=500),
-            _NO_NUL,
-            AfterValidator(_check_text),
-        ]
-        | None
-    ) = None
+    reason: ShortReason | None = None
 
 
 class WithdrawIn(RequestModel):
     """Withdraw a parked call or question: the agent stopped waiting. An optional short `reason`
     (stripped, at most 500 characters) goes to the error's detail and the decision log."""
 
-    reason: (
-        Annotated[
-            str,
-            StringConstraints(strip_whitespace=True, max_length=500),
-            _NO_NUL,
-            AfterValidator(_check_text),
-        ]
-        | None
-    ) = None
+    reason: ShortReason | None = None
 
 
 class ResolutionIn(RequestModel):
