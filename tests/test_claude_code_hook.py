@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 import pytest_asyncio
 from aiohttp import web
@@ -269,6 +270,44 @@ async def test_nobody_decides_in_time(hook: Hook) -> None:
         await withdrawn(hook, run_id, key)
 
 
+async def test_a_service_failing_mid_wait_answers_on_error_and_withdraws_the_call(
+    hook: Hook,
+) -> None:
+    """The call is parked, then the service fails the long-poll (a proxy answering 502): the
+    hook gives --on-error, and the call it hands to Claude's prompt is withdrawn."""
+
+    async def forward(request: web.Request) -> web.StreamResponse:
+        if request.method == "GET" and "wait" in request.query:
+            return web.Response(status=502, text="<html>Bad Gateway</html>")
+        headers = {k: v for k, v in request.headers.items() if k.lower() in FORWARDED}
+        async with aiohttp.ClientSession() as client, client.request(
+            request.method, hook.api.url + request.path_qs, data=await request.read(),
+            headers=headers,
+        ) as answer:  # fmt: skip
+            body = await answer.read()
+            return web.Response(status=answer.status, body=body, content_type="application/json")
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", forward)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    host, port = runner.addresses[0][:2]
+    try:
+        bash = claude("Bash", {"command": "ls"}, "toolu_m")
+        out, err = await hook(bash, APPROVALBOT_URL=f"http://{host}:{port}")
+        assert "502" in decision(out, "ask") and "502" in err
+    finally:
+        await runner.cleanup()
+    run_id = hook.remembered()
+    assert run_id is not None
+    await withdrawn(hook, run_id, "toolu_m")
+
+
+FORWARDED = ("authorization", "content-type", "accept", "user-agent")
+
+
 async def test_service_down_and_bad_token_answer_on_error(hook: Hook) -> None:
     bash = claude("Bash", {"command": "ls"}, "toolu_x")
     down = f"http://127.0.0.1:{closed_port()}"
@@ -436,8 +475,9 @@ async def test_ask_user_question_single_and_multi(hook: Hook, api: Served) -> No
 
 
 async def test_a_declined_question_is_denied(hook: Hook, api: Served) -> None:
-    one = {"questions": ASK["questions"][:1]}
-    waiting = await hook.start(claude("AskUserQuestion", one, "toolu_d"))
+    """The first of two questions declined: the call is denied, and the second question, which
+    nobody needs answered any more, is withdrawn."""
+    waiting = await hook.start(claude("AskUserQuestion", ASK, "toolu_d"))
     run_id = await hook.parked("toolu_d-q1")
     body = {"outcome": "failed"}
     status, _ = await api.call("POST", f"/runs/{run_id}/tasks/toolu_d-q1/resolution", "bob", body)
@@ -446,6 +486,7 @@ async def test_a_declined_question_is_denied(hook: Hook, api: Served) -> None:
     reason = decision(out, "deny")
     question = "'Which region should I deploy to?'"
     assert reason == f"approvalbot: bob declined to answer the question {question} (via api)"
+    await withdrawn(hook, run_id, "toolu_d-q2")
 
 
 async def test_print_settings(hook: Hook) -> None:

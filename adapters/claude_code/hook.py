@@ -12,7 +12,8 @@ Claude's `tool_use_id`, with an effect profile derived from the tool. The receip
   or `deny`); a person who decided just before the withdrawal is heard instead;
 - `AskUserQuestion` -> one approvalbot question per question; the answers go back as `allow`
   with `updatedInput` = the input plus `answers`;
-- the service unreachable or refusing us, or a malformed input -> the `--on-error` decision.
+- the service unreachable or refusing us, or a malformed input -> the `--on-error` decision
+  (a call it parked before failing is withdrawn first, best effort).
 
 Never a silent allow: every path that is not a grant or an answer ends in `ask` or `deny`.
 Standard library only (plus `bot.effects` and `bot.durations`, which are too).
@@ -420,7 +421,14 @@ def decide_call(session: Session, call: Call, options: Options, clock: Clock) ->
     if call.tool_use_id:
         body["key"] = call.tool_use_id
     receipt = session.append(body)
-    task = settle(session.service, receipt, clock)
+    try:
+        task = settle(session.service, receipt, clock)
+    except (ServiceError, Refused):
+        # The service failed mid-wait: the call goes to --on-error (Claude's own prompt by
+        # default), so it is withdrawn too, unless a person decided meanwhile.
+        task = withdraw(session.service, [receipt])
+        if task is None:
+            raise
     if task is None:
         task = withdraw(session.service, [receipt])
     if task is None:
@@ -487,13 +495,19 @@ def decide_questions(
     for index, ((prompt, _labels, _multi), receipt) in enumerate(
         zip(questions, receipts, strict=True)
     ):
-        task = settle(session.service, receipt, clock)
+        # The answers so far are no use without this one: when it is not answered (in time,
+        # at all, or the service fails), every question still open goes.
+        waiting = [r for r in receipts[index:] if r.get("state") in PARKED]
+        try:
+            task = settle(session.service, receipt, clock)
+        except (ServiceError, Refused):
+            withdraw(session.service, waiting)
+            raise
         if task is None:
-            # The answers so far are no use without this one: every unanswered question goes.
-            waiting = [r for r in receipts[index:] if r.get("state") in PARKED]
             withdraw(session.service, waiting)
             return _timeout(options, f"nobody answered within {options.wait:g} s")
         if task.get("state") != "resolved":
+            withdraw(session.service, waiting[1:] if waiting[:1] == [receipt] else waiting)
             return _ended(task, options, f"the question {prompt!r}")
         resolution = task.get("resolution")
         content = resolution.get("content") if isinstance(resolution, dict) else None
