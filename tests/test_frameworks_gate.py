@@ -181,3 +181,23 @@ async def test_a_call_reaching_a_loop_that_is_stopping_ends_not_run(api: Served)
     gate.close()
     assert (await gate.decide("s", "lookup", {"q": "after"})).allowed  # a new loop
     await asyncio.to_thread(gate.close)
+
+
+@on_the_loop
+async def test_a_call_withdrawn_while_it_waits_tells_the_model_so(
+    api: Served, alice: sdk.Workspace
+) -> None:
+    gate = gate_for(find_target(**keywords(api)), "gate-withdrawn")
+    waiting = asyncio.ensure_future(gate.decide("s", "deploy", {"env": "prod"}, call_id="w1"))
+    found: list[sdk.Decision] = []
+    for _ in range(500):
+        found = [d for d in await alice.decisions.list() if d.tool_input == {"env": "prod"}]
+        if found:
+            break
+        await asyncio.sleep(0.02)
+    await found[0].run.withdraw(found[0].task.key, reason="not needed")
+    outcome = await asyncio.wait_for(waiting, 20)
+    assert outcome == Outcome(
+        False, "deploy was not run: the call was withdrawn (withdrawn by alice: not needed)"
+    )
+    await asyncio.to_thread(gate.close)

@@ -133,6 +133,8 @@ def refusal(task: m.TaskOut) -> str:
     who = task.resolved_by
     if task.state == "timed_out":
         return f"nobody decided within the time allowed ({detail or code or 'expired'})"
+    if task.state == "cancelled" and code == "withdrawn":
+        return f"the call was withdrawn ({detail})"
     if task.state == "cancelled":
         return f"the approvalbot run was stopped ({detail or code})"
     if code == "declined":

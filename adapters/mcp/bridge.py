@@ -285,6 +285,8 @@ def ending(task: m.TaskOut, *, question: bool) -> str:
         if question:
             return "nobody answered within the time allowed: the question expired"
         return "nobody decided within the time allowed: the request expired; do not go ahead"
+    if task.state == "cancelled" and code == "withdrawn":
+        return f"withdrawn: {detail or code}; do not go ahead"
     if task.state == "cancelled":
         return f"stopped: the approvalbot run was stopped ({detail or code}); do not go ahead"
     if code == "declined":
