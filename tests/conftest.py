@@ -180,6 +180,7 @@ async def make_store(backend: str, tmp_path: object) -> tuple[SqlStore, str | No
 # PostgreSQL schemas this process migrated and a finished test emptied, for the next test:
 # emptying one (TRUNCATE) takes a third of the time migrating a new one does.
 _PG_SCHEMAS: list[str] = []
+_PG_DROP_AT_EXIT: list[object] = []  # registered once
 
 
 async def drop_schema(schema: str | None) -> None:
@@ -198,8 +199,8 @@ async def drop_schema(schema: str | None) -> None:
             )
             names = ", ".join(f'{schema}."{row[0]}"' for row in tables)
             await conn.execute(f"TRUNCATE {names} RESTART IDENTITY CASCADE")
-            if not _PG_SCHEMAS:
-                atexit.register(_drop_pooled)
+            if not _PG_DROP_AT_EXIT:
+                _PG_DROP_AT_EXIT.append(atexit.register(_drop_pooled))
             _PG_SCHEMAS.append(schema)
             return
         await conn.execute(f"DROP SCHEMA {schema} CASCADE")

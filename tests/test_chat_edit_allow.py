@@ -157,6 +157,11 @@ async def test_telegrams_edited_glob_is_masked_in_chat_and_its_prompt_counts_onc
         # Longer than the offer shows in full: refused before the prompt is used up.
         too_long, _ = await chat.edit_glob(offered, "deploy " + "y" * GLOB_TYPED_MAX)
         assert too_long == GLOB_TOO_LONG
+        # Spaces the offer would fold, or characters that count double there (emoji): the
+        # offer would not show the glob as it is learned.
+        for unseen in ("deploy  --token *", "deploy " + "😀" * 250 + "*"):
+            said, _ = await chat.edit_glob(offered, unseen)
+            assert said == GLOB_TOO_LONG, unseen
         refused, _ = await chat.edit_glob(offered, f"undeploy {token} *")
         assert refused is not None and "does not match" in refused and token not in refused
         accepted, prompt = await chat.edit_glob(offered, f"deploy --token {token[:12]}*")

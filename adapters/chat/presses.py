@@ -36,7 +36,10 @@ TOO_MANY_GLOBS = "Too many globs tried on this decision: use the full view"
 # A glob typed in chat is learned only as the offer shows it in full: longer, the offer's text
 # would be cut ("…") and a person pressing its scope button would learn what they never saw.
 GLOB_TYPED_MAX = 300
-GLOB_TOO_LONG = f"A glob of at most {GLOB_TYPED_MAX} characters, please (or use the full view)"
+GLOB_TOO_LONG = (
+    f"A glob of at most {GLOB_TYPED_MAX} characters on one line, without runs of spaces,"
+    " please (or use the full view)"
+)
 MemberOf = Callable[[str, str], Awaitable[Principal | None]]  # (user id, workspace) -> member
 Expand = Callable[[Press, Task], Awaitable[bool]]
 
@@ -55,6 +58,15 @@ def question_options(task: Task) -> list[str]:
     question: Any = task.tool_input if isinstance(task.tool_input, dict) else {}
     options = question.get("options")
     return [str(o) for o in options] if isinstance(options, list) else []
+
+
+def _shown_whole(task: Task, glob: str) -> bool:
+    """Whether the offer would show `glob` as it would be learned: not cut, its spaces not
+    folded (a rule without a glob is refused later, for another reason)."""
+    rule = offers.proposed(task)
+    if "path" not in rule:
+        return True
+    return offers.describe_rule({**rule, "match": glob}).endswith(mask_text(glob))
 
 
 class Presses:
@@ -231,7 +243,7 @@ class Presses:
         glob = text.strip()
         if not glob or self.globs is None:
             return "Write the glob calls like this must match", None
-        if len(glob) > GLOB_TYPED_MAX:
+        if len(glob) > GLOB_TYPED_MAX or not _shown_whole(task, glob):
             return GLOB_TOO_LONG, None
         if not await claim():
             return "", None
