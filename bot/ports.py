@@ -257,9 +257,12 @@ class Store(Protocol):
         parked_only: bool = False,
         limit: int = 200,
         search: str | None = None,
+        error_codes: Sequence[str] | None = None,
+        not_error_codes: Sequence[str] | None = None,
     ) -> list[Task]:
         """`search`: text found literally (no wildcards), case-insensitively, in the tool, the
-        input, the effect profile or who decided (the history page's search box)."""
+        input, the effect profile or who decided (the history page's search box).
+        `error_codes` / `not_error_codes`: the ending's `error.code` is / is not one of them."""
         ...
 
     async def run_endings(

@@ -236,12 +236,20 @@ class SqlStore:
         parked_only: bool = False,
         limit: int = 200,
         search: str | None = None,
+        error_codes: Sequence[str] | None = None,
+        not_error_codes: Sequence[str] | None = None,
     ) -> list[Task]:
         """Tasks of a workspace, newest first, filtered (history pages, exports).
         `parked_only`: only calls and questions that rested on a person (they had a deadline).
         `search`: text found, case-insensitively and literally, in the tool, the input, the
-        effect profile or who decided."""
+        effect profile or who decided. `error_codes` / `not_error_codes`: the ending's
+        `error.code` is / is not one of them (none counts as not)."""
         stmt = sa.select(TASK).where(TASK.c.workspace_id == workspace_id)
+        code = sa.func.coalesce(TASK.c.error["code"].as_string(), "")
+        if error_codes is not None:
+            stmt = stmt.where(code.in_(list(error_codes)))
+        if not_error_codes is not None:
+            stmt = stmt.where(code.not_in(list(not_error_codes)))
         if search:
             stmt = stmt.where(_search_clause(search))
         if states is not None:

@@ -207,3 +207,24 @@ async def test_the_chat_message_shows_the_withdrawal_without_buttons(chat: ChatD
     shown = await chat.eventually(done)
     assert "Withdrawn by agent" in shown.text and "stopped waiting" in shown.text
     assert "make deploy k1" in shown.text
+
+
+@ON_THE_SERVER
+async def test_the_store_tells_withdrawn_from_cancelled_by_the_error_code(api: Served) -> None:
+    """History's outcome filters ask the store by error code: the one stopped-run cancellation
+    is found under newer withdrawals, whatever the page's limit (a filter in Python after the
+    query lost it once enough newer withdrawals came first)."""
+    stopped = await parked(api, "s1")
+    assert (await api.call("POST", f"/runs/{stopped}/stop"))[0] == 200
+    for n in range(3):
+        run_id = await parked(api, f"w{n}")
+        assert (await api.call("POST", f"/runs/{run_id}/tasks/w{n}/withdraw"))[0] == 200
+    store = api.core.store
+    [cancelled] = await store.tasks(
+        api.ws, states=["cancelled"], not_error_codes=("withdrawn",), limit=1
+    )
+    assert cancelled.key == "s1" and (cancelled.error or {}).get("code") == "run_stopped"
+    withdrawn = await store.tasks(api.ws, states=["cancelled"], error_codes=("withdrawn",))
+    assert {t.key for t in withdrawn} >= {"w0", "w1", "w2"} and "s1" not in {
+        t.key for t in withdrawn
+    }

@@ -43,6 +43,14 @@ OUTCOMES = {
     "withdrawn": ("cancelled",),
 }
 ENDED_STATES = ("granted", "failed", "resolved", "timed_out", "cancelled")
+# The outcomes that share a state, told apart by the ending's error code in the query:
+# (error codes it has, error codes it has not).
+_CODES: dict[str, tuple[tuple[str, ...] | None, tuple[str, ...] | None]] = {
+    "denied": (None, ("declined", "tool_not_declared")),
+    "declined": (("declined",), None),
+    "cancelled": (None, ("withdrawn",)),
+    "withdrawn": (("withdrawn",), None),
+}
 SURFACES = ("web", "telegram", "slack", "api", "cli", "clock", "token")
 FEED_LIMIT = 300
 
@@ -398,6 +406,7 @@ async def ended_decisions(
     request: web.Request, member: Principal, filters: dict[str, str], limit: int = 200
 ) -> list[Task]:
     outcome = filters["outcome"]
+    has, has_not = _CODES.get(outcome, (None, None))
     tasks = await state(request).core.store.tasks(
         member.workspace_id,
         states=OUTCOMES[outcome] if outcome else ENDED_STATES,
@@ -405,8 +414,10 @@ async def ended_decisions(
         resolved_by=filters["who"] or None,
         via=filters["via"] or None,
         parked_only=True,
-        limit=limit * 2 if outcome in ("denied", "declined", "cancelled", "withdrawn") else limit,
+        limit=limit,
         search=filters.get("q") or None,
+        error_codes=has,
+        not_error_codes=has_not,
     )
     if outcome:
         tasks = [t for t in tasks if ending_word(t) == outcome]
