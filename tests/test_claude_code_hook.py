@@ -25,6 +25,7 @@ from aiohttp import web
 from adapters.claude_code.state import endpoint_dir, session_name
 from bot.config import Settings
 from tests.http_harness import Served, fixtures
+from tests.web_helpers import serving
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -289,17 +290,10 @@ async def test_a_service_failing_mid_wait_answers_on_error_and_withdraws_the_cal
 
     app = web.Application()
     app.router.add_route("*", "/{tail:.*}", forward)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    host, port = runner.addresses[0][:2]
-    try:
+    async with serving(app) as (_, url):
         bash = claude("Bash", {"command": "ls"}, "toolu_m")
-        out, err = await hook(bash, APPROVALBOT_URL=f"http://{host}:{port}")
+        out, err = await hook(bash, APPROVALBOT_URL=url)
         assert "502" in decision(out, "ask") and "502" in err
-    finally:
-        await runner.cleanup()
     run_id = hook.remembered()
     assert run_id is not None
     await withdrawn(hook, run_id, "toolu_m")
@@ -342,19 +336,12 @@ async def test_a_5xx_answers_on_error(hook: Hook) -> None:
 
     app = web.Application()
     app.router.add_route("*", "/{tail:.*}", broken)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    host, port = runner.addresses[0][:2]
-    try:
+    async with serving(app) as (_, url):
         bash = claude("Bash", {"command": "ls"}, "toolu_5")
-        out, err = await hook(bash, APPROVALBOT_URL=f"http://{host}:{port}")
+        out, err = await hook(bash, APPROVALBOT_URL=url)
         assert "500" in decision(out, "ask") and "boom" in err
-        out, _ = await hook(bash, "--on-error", "deny", APPROVALBOT_URL=f"http://{host}:{port}")
+        out, _ = await hook(bash, "--on-error", "deny", APPROVALBOT_URL=url)
         decision(out, "deny")
-    finally:
-        await runner.cleanup()
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,7 @@ from aiohttp import web
 from adapters.http import client as sdk
 from adapters.http.sync_client import SyncClient
 from tests.http_harness import Served, fixtures, sdk_fixtures
-from tests.web_helpers import browserless, get_text, sign_in
+from tests.web_helpers import browserless, get_text, serving, sign_in
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 server, api = fixtures()
@@ -164,15 +164,6 @@ async def test_an_unanswered_connection_gives_up_after_connect_timeout(blackhole
     assert time.monotonic() - started < 15
 
 
-async def _loopback(app: web.Application) -> tuple[web.AppRunner, str]:
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    return runner, f"http://127.0.0.1:{port}"
-
-
 async def test_waiting_for_a_pooled_connection_is_not_a_connect_timeout() -> None:
     """The bound is on the socket's connect only: a request queued behind busy connections of
     the pool (as the 101st of 100 long-polls is) waits for one instead of giving up."""
@@ -183,14 +174,13 @@ async def test_waiting_for_a_pooled_connection_is_not_a_connect_timeout() -> Non
 
     app = web.Application()
     app.router.add_get("/slow", slow)
-    runner, url = await _loopback(app)
-    client = sdk.Client(url, "aba_unused", connect_timeout=0.2)
-    client._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=1))
-    try:
-        answers = await asyncio.gather(*(client.request("GET", "/slow") for _ in range(2)))
-    finally:
-        await client.close()
-        await runner.cleanup()
+    async with serving(app) as (_, url):
+        client = sdk.Client(url, "aba_unused", connect_timeout=0.2)
+        client._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=1))
+        try:
+            answers = await asyncio.gather(*(client.request("GET", "/slow") for _ in range(2)))
+        finally:
+            await client.close()
     assert answers == [{"ok": True}, {"ok": True}]
 
 
@@ -220,11 +210,7 @@ async def test_the_run_context_stops_a_run_on_a_service_that_takes_no_outcome() 
     app = web.Application()
     app.router.add_post("/v1/workspaces/acme/runs", declare)
     app.router.add_post("/v1/workspaces/acme/runs/run_old/stop", stop)
-    runner, url = await _loopback(app)
-    try:
-        async with sdk.Client(url, "aba_unused") as client:
-            async with client.workspace("acme").runs.declare() as run:
-                assert run.id == "run_old"
-    finally:
-        await runner.cleanup()
+    async with serving(app) as (_, url), sdk.Client(url, "aba_unused") as client:
+        async with client.workspace("acme").runs.declare() as run:
+            assert run.id == "run_old"
     assert [json.loads(b) if b else None for b in bodies] == [{"outcome": "succeeded"}, None]

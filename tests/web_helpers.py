@@ -48,17 +48,23 @@ class Site:
 
 
 @asynccontextmanager
-async def site(world: World, settings: Settings | None = None) -> AsyncIterator[Site]:
-    app = build_app(world.core, settings or Settings())
+async def serving(app: web.Application) -> AsyncIterator[tuple[web.AppRunner, str]]:
+    """`app` on a free loopback port for the block: its runner and its URL (the service, or a
+    stand-in for one: a broken server, a proxy that fails one kind of request)."""
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
     await runner.setup()
-    tcp = web.TCPSite(runner, "127.0.0.1", 0)
-    await tcp.start()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
     host, port = runner.addresses[0][:2]
     try:
-        yield Site(world, f"http://{host}:{port}", runner)
+        yield runner, f"http://{host}:{port}"
     finally:
         await runner.cleanup()
+
+
+@asynccontextmanager
+async def site(world: World, settings: Settings | None = None) -> AsyncIterator[Site]:
+    async with serving(build_app(world.core, settings or Settings())) as (runner, url):
+        yield Site(world, url, runner)
 
 
 def browserless() -> aiohttp.ClientSession:
