@@ -35,6 +35,16 @@ __all__ = ["alice"]
 ROOT = Path(__file__).resolve().parents[1]
 
 
+async def _parked_with(alice: sdk.Workspace, tool_input: object) -> sdk.Decision:
+    """The decision resting on alice for the call with `tool_input`, once it is parked."""
+    for _ in range(500):
+        found = [d for d in await alice.decisions.list() if d.tool_input == tool_input]
+        if found:
+            return found[0]
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"no call with {tool_input} was parked")
+
+
 @on_the_loop
 async def test_closing_ends_waiting_calls_as_not_run_and_the_gate_works_again(
     api: Served, alice: sdk.Workspace
@@ -66,13 +76,7 @@ async def test_closing_ends_waiting_calls_as_not_run_and_the_gate_works_again(
     assert (await asyncio.wait_for(asked, 10)).allowed
     assert gate.run_id("s") == run_id
     again = asyncio.ensure_future(gate.decide("s", "deploy", {"env": "qa"}, call_id="c4"))
-    found: list[sdk.Decision] = []
-    for _ in range(500):
-        found = [d for d in await alice.decisions.list() if d.tool_input == {"env": "qa"}]
-        if found:
-            break
-        await asyncio.sleep(0.02)
-    await found[0].approve()
+    await (await _parked_with(alice, {"env": "qa"})).approve()
     assert (await asyncio.wait_for(again, 10)).allowed
     for decision in await alice.decisions.list():  # leave nothing parked for the next test
         await decision.deny("cleanup")
@@ -189,13 +193,8 @@ async def test_a_call_withdrawn_while_it_waits_tells_the_model_so(
 ) -> None:
     gate = gate_for(find_target(**keywords(api)), "gate-withdrawn")
     waiting = asyncio.ensure_future(gate.decide("s", "deploy", {"env": "prod"}, call_id="w1"))
-    found: list[sdk.Decision] = []
-    for _ in range(500):
-        found = [d for d in await alice.decisions.list() if d.tool_input == {"env": "prod"}]
-        if found:
-            break
-        await asyncio.sleep(0.02)
-    await found[0].run.withdraw(found[0].task.key, reason="not needed")
+    found = await _parked_with(alice, {"env": "prod"})
+    await found.run.withdraw(found.task.key, reason="not needed")
     outcome = await asyncio.wait_for(waiting, 20)
     assert outcome == Outcome(
         False, "deploy was not run: the call was withdrawn (withdrawn by alice: not needed)"
