@@ -92,14 +92,22 @@ async def api_errors(request: web.Request, handler: Handler) -> web.StreamRespon
         return error_response(ApprovalError("internal_error", "unexpected server error", 500))
 
 
-async def expect_handler(request: web.Request) -> web.StreamResponse | None:
-    """`Expect:` on an API route. aiohttp's own handler quotes the header in its 417 and fails
-    (a 500, before any middleware) when the header is not UTF-8; this one never echoes it."""
+async def expectation_met(request: web.Request) -> bool:
+    """Whether a request's `Expect:` lets it go on (HTTP/1.1 `100-continue` is answered here).
+    aiohttp's own handler quotes the header in its 417 and fails (a 500, before any
+    middleware) when the header is not UTF-8; the API's and the page's handlers never echo it."""
     if request.version != HttpVersion11:
-        return None
+        return True
     if request.headers.get("Expect", "").lower() == "100-continue":
         await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
         request.writer.output_size = 0  # the answer proper has not started
+        return True
+    return False
+
+
+async def expect_handler(request: web.Request) -> web.StreamResponse | None:
+    """`Expect:` on an API route: a 417 in the API's error shape unless it is met."""
+    if await expectation_met(request):
         return None
     return error_response(
         ApprovalError("expectation_failed", "Expect: only 100-continue is understood", 417)

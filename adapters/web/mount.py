@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from aiohttp import HttpVersion11, web
+from aiohttp import web
 
+from adapters.http.middleware import expectation_met
 from adapters.web import actions, edits, exports, policy, queue, stream, views
 from adapters.web.context import STATIC, WEB, WebState, make_env, security_headers, web_errors
 from adapters.web.session import Signer
@@ -39,13 +40,8 @@ def _sessions_of(core: Core) -> WebSessions:
 
 
 async def _expect(request: web.Request) -> web.StreamResponse | None:
-    """`Expect:` on a page route. aiohttp's own handler quotes the header in its 417 and fails
-    (a 500) when the header is not UTF-8; this one never echoes it."""
-    if request.version != HttpVersion11:
-        return None
-    if request.headers.get("Expect", "").lower() == "100-continue":
-        await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
-        request.writer.output_size = 0  # the answer proper has not started
+    """`Expect:` on a page route: a plain 417 unless it is met (adapters/http/middleware.py)."""
+    if await expectation_met(request):
         return None
     return web.Response(status=417, text="Expect: only 100-continue is understood")
 
