@@ -145,17 +145,6 @@ def group_names(requirements: Sequence[Mapping[str, Any]]) -> set[str]:
     return {g for r in requirements for g in r.get("groups") or ()}
 
 
-def may_name_groups(*sources: object) -> bool:
-    """Whether any of these requirement lists (checked, or raw as a run declares them) names a
-    group: only such a declaration takes the workspace's group lock before it checks them."""
-    return any(
-        isinstance(requirement, Mapping) and bool(requirement.get("groups"))
-        for source in sources
-        if isinstance(source, list)
-        for requirement in source
-    )
-
-
 def _policy(requirements: Sequence[Mapping[str, Any]], aliases: Mapping[str, str]) -> Policy:
     # Each requirement as an `ask` rule: the engine reports every rule that matches a call.
     # No origin: a requirement covers a parked call whatever its origin (evaluated as `model`).

@@ -59,6 +59,9 @@ class Quorum(Learning):
         on_behalf_of = on_behalf_of if on_behalf_of is not None else behalf
         names = quorum.group_names(requirements)
         if names:
+            # Held to the commit: a removal of one of these groups waits for this declaration,
+            # or was made before the groups are read here (bot/admin.py, group_in_use).
+            await tx.lock_groups(workspace_id, shared=True)
             known = await tx.groups(workspace_id)
             missing = sorted(names - set(known))
             if missing:

@@ -84,14 +84,6 @@ class Runs(Quorum):
             if spec.parent_run is not None:
                 parent = await self._run(tx, workspace_id, spec.parent_run)
             declared = narrow(spec, self._base(spec, parent))
-            # The groups its requirements name must still be there when it commits: a removal of
-            # one waits for this declaration, or has been made before its check reads them.
-            profile = self.profiles.get(spec.profile) if spec.profile is not None else None
-            base = parent.approval_requirements if parent is not None else None
-            if parent is None and profile is not None:
-                base = profile.approval_requirements
-            if quorum.may_name_groups(spec.approval_requirements, base):
-                await tx.lock_groups(workspace_id, shared=True)
             policy = compile_policy(declared.approval_rules, declared.aliases)
             requirements, forbid_self, on_behalf_of = await self._declared_quorum(
                 tx, workspace_id, spec, parent
