@@ -202,7 +202,7 @@ class Admin:
             before = await tx.groups(workspace_id)
             taking = set(before.get(name, [])) if not members else set(ids)
             after = before | {name: [m for m in before.get(name, []) if m not in taking]}
-            runs = await tx.live_requirements(workspace_id)
+            runs = await tx.live_runs(workspace_id)
             in_use = quorum.group_in_use(name, runs, before, after)
             if in_use is not None and not force:
                 raise ApprovalError(errors.GROUP_IN_USE, in_use.detail, 409)

@@ -292,37 +292,44 @@ class GroupInUse:
         return f"{self.detail}: {shown}" + (f" and {more} more" if more > 0 else "")
 
 
+def self_excluded(run: Run) -> str | None:
+    """The person who may not approve the run's calls: the one it acts for, when it forbids
+    self-approval."""
+    return run.on_behalf_of if run.forbid_self_approval else None
+
+
+def _approvers(
+    requirement: Mapping[str, Any], members: Mapping[str, Collection[str]], excluded: str | None
+) -> int:
+    """How many people may approve toward `requirement` (the members of any of its groups)."""
+    people = {m for g in requirement.get("groups") or () for m in members.get(g, ())}
+    return len(people - {excluded})
+
+
 def group_in_use(
     group: str,
-    runs: Sequence[tuple[str, Sequence[Mapping[str, Any]], str | None]],
+    runs: Sequence[Run],
     before: Mapping[str, Collection[str]],
     after: Mapping[str, Collection[str]],
 ) -> GroupInUse | None:
-    """Whether changing the groups from `before` to `after` (members by group name) leaves a
-    running run short: a requirement naming `group` whose eligible approvers (the members of
-    any of its groups, less the person the run acts for under forbid_self_approval) drop below
-    its `approvals`. `runs` are (id, requirements, excluded person). A requirement already
-    short before keeps whatever it had: only a change that takes approvers away is refused."""
-
-    def eligible(
-        requirement: Mapping[str, Any], members: Mapping[str, Collection[str]], excluded: str | None
-    ) -> int:
-        people = {m for g in requirement.get("groups") or () for m in members.get(g, ())}
-        return len(people - {excluded})
-
-    short: list[str] = []
+    """Whether changing the groups from `before` to `after` (members by group name) leaves one
+    of the running `runs` short: a requirement naming `group` whose eligible approvers (the
+    members of any of its groups, less `self_excluded`) drop below its `approvals`. A
+    requirement already short before keeps whatever it had: only a change that takes approvers
+    away is refused."""
+    short: dict[str, None] = {}  # run ids, in order
     worst: tuple[int, int, int] | None = None  # (shortfall, needs, would have)
-    for run_id, requirements, excluded in runs:
-        for requirement in requirements:
+    for run in runs:
+        excluded = self_excluded(run)
+        for requirement in run.approval_requirements:
             if group not in (requirement.get("groups") or ()):
                 continue
             needs = int(requirement["approvals"])
-            had = eligible(requirement, before, excluded)
-            left = eligible(requirement, after, excluded)
+            had = _approvers(requirement, before, excluded)
+            left = _approvers(requirement, after, excluded)
             if left >= had or left >= needs:
                 continue
-            if run_id not in short:
-                short.append(run_id)
+            short[run.id] = None
             if worst is None or needs - left > worst[0]:
                 worst = (needs - left, needs, left)
     if worst is None:

@@ -11,7 +11,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from bot.domain import Principal
+from bot.domain import Principal, Run
 from store import convert as cv
 from store.tables import GroupMemberRow, MemberGroupRow
 from store.txbase import MEMBER, REVIEW, RUN, TASK, TxBase
@@ -104,25 +104,15 @@ class QuorumTx(TxBase):
             out[row["group"]].append(row["member"])
         return out
 
-    async def live_requirements(self, workspace_id: str) -> list[tuple[str, list[Any], str | None]]:
-        """Every running or held run of the workspace that has approval requirements: (its id,
-        its requirements, the person it acts for when it forbids self-approval), by id."""
+    async def live_runs(self, workspace_id: str) -> list[Run]:
+        """The workspace's running and held runs that have approval requirements, by id."""
         rows = await self._all(
-            sa.select(
-                RUN.c.id,
-                RUN.c.approval_requirements,
-                RUN.c.forbid_self_approval,
-                RUN.c.on_behalf_of,
-            )
+            sa.select(RUN)
             .where(RUN.c.workspace_id == workspace_id, RUN.c.state.in_(("running", "held")))
             .order_by(RUN.c.id)
         )
-        out: list[tuple[str, list[Any], str | None]] = []
-        for row in rows:
-            if row["approval_requirements"]:
-                excluded = row["on_behalf_of"] if row["forbid_self_approval"] else None
-                out.append((row["id"], list(row["approval_requirements"]), excluded))
-        return out
+        runs = [cv.run(row) for row in rows]
+        return [run for run in runs if run.approval_requirements]
 
     async def member_names(self, workspace_id: str) -> list[str]:
         rows = await self._all(

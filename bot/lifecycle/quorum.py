@@ -201,7 +201,7 @@ class Quorum(Learning):
             members = await tx.member_names(workspace_id)
             groups_of = await tx.groups_of_members(workspace_id, members)
         given = [g["by"] for g in task.approvals_given]
-        excluded = run.on_behalf_of if run.forbid_self_approval else None
+        excluded = quorum.self_excluded(run)
         return quorum.may_still_approve(found, given, groups_of, members, excluded)
 
     async def groups(self, principal: Principal, workspace_id: str) -> dict[str, list[str]]:
