@@ -150,18 +150,17 @@ class ChatStore:
 
     async def get_ref(self, channel: str, task_id: str) -> Versioned | None:
         row = await self._get(REF, channel, task_id)
-        return None if row is None else Versioned(dict(row["data"] or {}), int(row["version"]))
+        return None if row is None else _versioned(row)
 
     async def get_refs(self, channel: str, task_ids: Sequence[str]) -> dict[str, Versioned]:
         """The delivery records of many tasks in one read (a thread parent's count)."""
         found: dict[str, Versioned] = {}
-        for start in range(0, len(task_ids), 500):  # bound the statement's parameters
-            stmt = sa.select(REF).where(
-                REF.c.channel == channel, REF.c.task_id.in_(task_ids[start : start + 500])
-            )
-            async with self.engine.connect() as conn:
+        async with self.engine.connect() as conn:
+            for start in range(0, len(task_ids), 500):  # bound the statement's parameters
+                chunk = task_ids[start : start + 500]
+                stmt = sa.select(REF).where(REF.c.channel == channel, REF.c.task_id.in_(chunk))
                 for row in (await conn.execute(stmt)).mappings():
-                    found[row["task_id"]] = Versioned(dict(row["data"] or {}), int(row["version"]))
+                    found[row["task_id"]] = _versioned(row)
         return found
 
     async def swap_ref(
@@ -383,7 +382,7 @@ class ChatStore:
         row = await self._first(
             sa.select(RECORD).where(RECORD.c.channel == channel, RECORD.c.key == key)
         )
-        return None if row is None else Versioned(dict(row["data"] or {}), int(row["version"]))
+        return None if row is None else _versioned(row)
 
     async def swap_record(self, channel: str, key: str, data: dict[str, Any], version: int) -> bool:
         """Write `data` if the record is still at `version` (0: absent); True if we won."""
@@ -461,3 +460,8 @@ class PgPollLock:
         if conn is not None and not conn.is_closed():
             with contextlib.suppress(Exception):
                 await conn.close()
+
+
+def _versioned(row: Any) -> Versioned:
+    """A record's row as the port hands it out: its data and the version to swap it from."""
+    return Versioned(dict(row["data"] or {}), int(row["version"]))

@@ -217,12 +217,15 @@ class SqlStore:
         async with self.read() as tx:
             rows = await tx._all(newest)
             records = [cv.log_record(r) for r in reversed(rows)]
-            total = (await tx.conn.execute(counted)).scalar_one()
+            total = int((await tx.conn.execute(counted)).scalar_one())
             below = records[0].id if records else before_id
-            older = 0
-            if below is not None:
-                older = (await tx.conn.execute(counted.where(LOG.c.id < below))).scalar_one()
-        return records, int(total), int(older)
+            if before_id is None:
+                older = total - len(records)  # the newest page: all the rest is older
+            elif below is None:
+                older = 0
+            else:
+                older = int((await tx.conn.execute(counted.where(LOG.c.id < below))).scalar_one())
+        return records, total, older
 
     async def tasks(
         self,

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from adapters.chat.records import swap
+from adapters.chat.records import strs, swap
 from bot.ports import ChatState
 
 MAX_GLOBS = 20  # per decision: plenty of tries, and the record stays small
@@ -29,8 +29,8 @@ class Globs:
 
     async def _change(
         self, task_id: str, change: Callable[[dict[str, Any]], dict[str, Any] | None]
-    ) -> None:
-        await swap(
+    ) -> dict[str, Any] | None:
+        return await swap(
             lambda: self.chats.get_choice(self.channel, task_id),
             lambda data, version: self.chats.swap_choice(self.channel, task_id, data, version),
             change,
@@ -39,22 +39,17 @@ class Globs:
 
     async def add(self, task_id: str, glob: str) -> int | None:
         """The glob's number for the task's scope buttons; None when the task has too many."""
-        found: list[int | None] = [None]
 
         def append(data: dict[str, Any]) -> dict[str, Any] | None:
-            globs = _strs(data.get("globs"))
-            if len(globs) >= MAX_GLOBS:
-                found[0] = None
-                return None
-            found[0] = len(globs)
-            return {**data, "globs": [*globs, glob]}
+            globs = strs(data.get("globs"))
+            return None if len(globs) >= MAX_GLOBS else {**data, "globs": [*globs, glob]}
 
-        await self._change(task_id, append)
-        return found[0]
+        written = await self._change(task_id, append)
+        return None if written is None else len(written["globs"]) - 1
 
     async def glob(self, task_id: str, number: int) -> str | None:
         found = await self.chats.get_choice(self.channel, task_id)
-        globs = _strs(found.data.get("globs")) if found else []
+        globs = strs(found.data.get("globs")) if found else []
         return globs[number] if 0 <= number < len(globs) else None
 
     async def asked(self, task_id: str, chat: str, prompt: str, offer: str) -> None:
@@ -72,10 +67,6 @@ class Globs:
         found = await self.chats.get_choice(self.channel, task_id)
         pairs = _pairs(found.data.get("offers")) if found else []
         return next((offer for key, offer in pairs if key == f"{chat}:{prompt}"), None)
-
-
-def _strs(value: object) -> list[str]:
-    return [str(v) for v in value] if isinstance(value, list) else []
 
 
 def _pairs(value: object) -> list[list[str]]:

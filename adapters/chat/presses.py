@@ -60,15 +60,6 @@ def question_options(task: Task) -> list[str]:
     return [str(o) for o in options] if isinstance(options, list) else []
 
 
-def _shown_whole(task: Task, glob: str) -> bool:
-    """Whether the offer would show `glob` as it would be learned: not cut, its spaces not
-    folded (a rule without a glob is refused later, for another reason)."""
-    rule = offers.proposed(task)
-    if "path" not in rule:
-        return True
-    return offers.describe_rule({**rule, "match": glob}).endswith(mask_text(glob))
-
-
 class Presses:
     def __init__(
         self, platform: Platform, chats: ChatState, link: CoreLink, cards: Cards,
@@ -243,13 +234,18 @@ class Presses:
         glob = text.strip()
         if not glob or self.globs is None:
             return "Write the glob calls like this must match", None
-        if len(glob) > GLOB_TYPED_MAX or not _shown_whole(task, glob):
+        proposed = offers.proposed(task)
+        if "path" not in proposed:
+            return EXPIRED_BUTTON, None  # a rule without a glob (the tool alone)
+        # Learned only as the offer shows it: not cut, its spaces not folded.
+        shown = offers.describe_rule({**proposed, "match": glob})
+        if len(glob) > GLOB_TYPED_MAX or not shown.endswith(mask_text(glob)):
             return GLOB_TOO_LONG, None
         if not await claim():
             return "", None
-        run, proposed = await self.link.run(task.run_id), offers.proposed(task)
-        if run is None or "path" not in proposed:
-            return EXPIRED_BUTTON, None  # a rule without a glob (the tool alone)
+        run = await self.link.run(task.run_id)
+        if run is None:
+            return EXPIRED_BUTTON, None
         rule = offers.with_match(proposed, glob)
         edit = {} if task.reviewed_input is None else {"tool_input": task.reviewed_input}
         try:

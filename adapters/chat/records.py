@@ -58,7 +58,8 @@ async def swap(
     return await until_won(attempt, attempts)
 
 
-def _strs(values: Any) -> list[str]:
+def strs(values: Any) -> list[str]:
+    """A record's list of strings (anything else reads as empty)."""
     return [str(v) for v in values] if isinstance(values, list) else []
 
 
@@ -126,7 +127,7 @@ class Delivery:
         digest = data.get("digest")
         return cls(
             place=place,
-            messages=tuple(_strs(data.get("messages"))),
+            messages=tuple(strs(data.get("messages"))),
             digest=None if digest is None else int(digest),
             ended=bool(data.get("ended")),
             skipped=bool(data.get("skipped")),

@@ -497,17 +497,17 @@ def decide_questions(
     ):
         # The answers so far are no use without this one: when it is not answered (in time,
         # at all, or the service fails), every question still open goes.
-        waiting = [r for r in receipts[index:] if r.get("state") in PARKED]
+        later = [r for r in receipts[index + 1 :] if r.get("state") in PARKED]
         try:
             task = settle(session.service, receipt, clock)
         except (ServiceError, Refused):
-            withdraw(session.service, waiting)
+            withdraw(session.service, [receipt, *later])
             raise
         if task is None:
-            withdraw(session.service, waiting)
+            withdraw(session.service, [receipt, *later])
             return _timeout(options, f"nobody answered within {options.wait:g} s")
         if task.get("state") != "resolved":
-            withdraw(session.service, waiting[1:] if waiting[:1] == [receipt] else waiting)
+            withdraw(session.service, later)
             return _ended(task, options, f"the question {prompt!r}")
         resolution = task.get("resolution")
         content = resolution.get("content") if isinstance(resolution, dict) else None

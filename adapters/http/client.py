@@ -80,6 +80,9 @@ ASKS_PAGE = 500  # decisions per `/asks` request when reading them all (the serv
 
 
 # the client ------------------------------------------------------------------------------------
+CONNECT_TIMEOUT = 5.0  # seconds to connect before a service counts as unreachable
+
+
 class Client:
     """One connection pool to one approvalbot service. `token` is an application token (agents)
     or a member token (people)."""
@@ -92,7 +95,7 @@ class Client:
         session: aiohttp.ClientSession | None = None,
         retries: int = 3,
         surface: str | None = None,
-        connect_timeout: float = 5.0,
+        connect_timeout: float = CONNECT_TIMEOUT,
     ) -> None:
         """`surface` names the program deciding through this client, recorded with each decision
         (`via`): the service accepts `cli` (what `approvalbot asks` sends); anything else is

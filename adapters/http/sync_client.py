@@ -81,7 +81,7 @@ class SyncClient:
         token: str | None = None,
         *,
         surface: str | None = None,
-        connect_timeout: float = 5.0,
+        connect_timeout: float = c.CONNECT_TIMEOUT,
     ) -> None:
         self._loop = _Loop()
         self.client = c.Client(url, token, surface=surface, connect_timeout=connect_timeout)
