@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Collection
 
 from bot import errors
-from bot.domain import CLAIMABLE_ORIGINS, Principal
+from bot.domain import CLAIMABLE_ORIGINS, Principal, Run
 from bot.errors import ApprovalError
 
 MEMBER_DETAIL = "deciding needs a person's (member) credential, not an application's"
@@ -33,6 +33,21 @@ def require_application(principal: Principal, detail: str = APPLICATION_DETAIL) 
     """Executors belong to an agent runtime, never to a person."""
     if principal.is_member:
         raise ApprovalError(errors.APPLICATION_CREDENTIAL_REQUIRED, detail, 403)
+
+
+DECLARER_DETAIL = (
+    "withdrawing needs a member's credential or that of the application that declared the run"
+)
+
+
+def require_member_or_declarer(principal: Principal, run: Run) -> None:
+    """People may withdraw any parked task of their workspace; an application only those of a
+    run it declared (another agent's calls are not its to give up)."""
+    if principal.is_member or (
+        run.application_id is not None and run.application_id == principal.id
+    ):
+        return
+    raise ApprovalError(errors.MEMBER_CREDENTIAL_REQUIRED, DECLARER_DETAIL, 403)
 
 
 def check_origin(principal: Principal, origin: str, may_claim: Collection[str] = ()) -> None:

@@ -28,13 +28,13 @@ class ChatLayer:
 def assemble(
     platform: Platform, chats: ChatState, link: CoreLink, budget: Budget,
     tuning: DigestTuning, member_of: MemberOf, *, toggles: bool, routing: Routing | None = None,
-    glob_replies: bool = False,
+    globs: Globs | None = None,
 ) -> ChatLayer:  # fmt: skip
     """`toggles`: the platform's multi-select buttons tick one option a press (Telegram), so
     the ticks are kept in the store; otherwise the ticked options come with Submit (Slack).
     `routing`: the configured routes (routing.py); none, every decision goes to the
-    workspace's usual chat. `glob_replies`: an offer's glob is changed by replying to a
-    prompt (Telegram's "✏️ Edit glob"), so the globs people write are kept in the store;
+    workspace's usual chat. `globs`: where the globs people write are kept when an offer's
+    glob is changed by replying to a prompt (Telegram's "✏️ Edit glob", the platform's own);
     otherwise it comes with the chosen scope (Slack's modal)."""
     buttons = Buttons(platform.name, chats, lambda: link.service.secret, link.now)
     cards = Cards(link, buttons, Choices(platform.name, chats) if toggles else None)
@@ -43,6 +43,6 @@ def assemble(
     notifier.coalescer = digests
     presses = Presses(
         platform, chats, link, cards, member_of, touch=digests.touch, expand=notifier.expand,
-        globs=Globs(platform.name, chats) if glob_replies else None,
+        globs=globs,
     )  # fmt: skip
     return ChatLayer(notifier, digests, presses)

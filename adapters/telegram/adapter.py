@@ -111,7 +111,7 @@ class TelegramAdapter:
         routing = Routing.of(settings.routes, settings.decisions.nudge_before)
         layer = assemble(self.platform, chats, self.link, self.budget, self.tuning.digests,
                          self._member_of, toggles=True, routing=routing,
-                         glob_replies=True)  # fmt: skip
+                         globs=self.platform.globs)  # fmt: skip
         self.notifier, self.digests, self.presses = layer.notifier, layer.digests, layer.presses
         self.handlers = Handlers(self.presses, chats, self.calls, self.platform)
         self.application = self._build(token)

@@ -10,22 +10,9 @@ from __future__ import annotations
 
 from bot import access, errors
 from bot.decisions import already_decided
-from bot.domain import Ending, Principal, Run, Task
-from bot.errors import ApprovalError
+from bot.domain import Ending, Principal, Task
 from bot.lifecycle.runs import stop_detail
 from bot.lifecycle.writes import Recording
-
-WITHDRAW_DETAIL = (
-    "withdrawing needs a member's credential or that of the application that declared the run"
-)
-
-
-def may_withdraw(principal: Principal, run: Run) -> bool:
-    """People may withdraw any parked task of their workspace; an application only those of a
-    run it declared (another agent's calls are not its to give up)."""
-    return principal.is_member or (
-        run.application_id is not None and run.application_id == principal.id
-    )
 
 
 class Withdrawals(Recording):
@@ -48,8 +35,7 @@ class Withdrawals(Recording):
         now = self.clock.now()
         async with self.store.write() as tx:
             run = await self._run(tx, workspace_id, run_id)
-            if not may_withdraw(principal, run):
-                raise ApprovalError(errors.MEMBER_CREDENTIAL_REQUIRED, WITHDRAW_DETAIL, 403)
+            access.require_member_or_declarer(principal, run)
             task = await self._task(tx, workspace_id, run_id, key)
             if not task.parked:
                 raise already_decided(task)
