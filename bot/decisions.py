@@ -107,9 +107,31 @@ def ending_word(task: Task) -> str:
     code = (task.error or {}).get("code")
     if task.state == "failed":
         return {"declined": "declined", "tool_not_declared": "refused"}.get(code or "", "denied")
-    if task.state == "cancelled" and code == "withdrawn":  # the agent stopped waiting
+    if task.state == "cancelled" and code == errors.WITHDRAWN:  # the agent stopped waiting
         return "withdrawn"
     return _ENDING_WORDS.get(task.state, task.state)
+
+
+@dataclass(frozen=True)
+class EndingQuery:
+    """The tasks an ending word names, as a store query asks for them (`Store.tasks`)."""
+
+    states: tuple[str, ...]
+    error_codes: tuple[str, ...] | None = None
+    not_error_codes: tuple[str, ...] | None = None
+
+
+# `ending_word` read backwards: the words a person filters history by (the words that share a
+# state are told apart by the ending's error code).
+ENDING_QUERIES = {
+    "approved": EndingQuery(("granted",)),
+    "denied": EndingQuery(("failed",), not_error_codes=(errors.DECLINED, errors.TOOL_NOT_DECLARED)),
+    "declined": EndingQuery(("failed",), error_codes=(errors.DECLINED,)),
+    "answered": EndingQuery(("resolved",)),
+    "expired": EndingQuery(("timed_out",)),
+    "cancelled": EndingQuery(("cancelled",), not_error_codes=(errors.WITHDRAWN,)),
+    "withdrawn": EndingQuery(("cancelled",), error_codes=(errors.WITHDRAWN,)),
+}
 
 
 def already_decided(task: Task) -> ApprovalError:

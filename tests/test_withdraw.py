@@ -228,3 +228,28 @@ async def test_the_store_tells_withdrawn_from_cancelled_by_the_error_code(api: S
     assert {t.key for t in withdrawn} >= {"w0", "w1", "w2"} and "s1" not in {
         t.key for t in withdrawn
     }
+
+
+def test_each_history_filter_finds_exactly_the_tasks_its_word_names() -> None:
+    """ENDING_QUERIES is `ending_word` read backwards, for every state and error code."""
+    from dataclasses import replace
+    from datetime import UTC, datetime
+
+    from bot.decisions import ENDING_QUERIES, ending_word
+    from bot.domain import Task
+
+    base = Task(
+        id="t", run_id="r", workspace_id="ws", key="k", kind="tool_call", origin="model",
+        tool_name="bash", tool="bash", tool_input={}, state="granted",
+        created_at=datetime(2026, 12, 1, tzinfo=UTC),
+    )  # fmt: skip
+    codes = (None, "approval_denied", "declined", "tool_not_declared", "withdrawn", "run_stopped")
+    for state in ("granted", "failed", "resolved", "timed_out", "cancelled"):
+        for code in codes:
+            task = replace(base, state=state, error=None if code is None else {"code": code})
+            for word, query in ENDING_QUERIES.items():
+                found = (code or "") not in (query.not_error_codes or ()) and (
+                    query.error_codes is None or (code or "") in query.error_codes
+                )
+                matches = state in query.states and found
+                assert matches == (ending_word(task) == word), (state, code, word)

@@ -28,29 +28,12 @@ from adapters.web.context import (
     require_member,
     state,
 )
-from bot.decisions import ending_word
+from bot.decisions import ENDING_QUERIES, EndingQuery, ending_word
 from bot.domain import Event, LogRecord, Principal, Run, Task
 from bot.errors import ApprovalError
 from bot.masking import mask_text, mask_value
 
-OUTCOMES = {
-    "approved": ("granted",),
-    "denied": ("failed",),
-    "declined": ("failed",),
-    "answered": ("resolved",),
-    "expired": ("timed_out",),
-    "cancelled": ("cancelled",),
-    "withdrawn": ("cancelled",),
-}
 ENDED_STATES = ("granted", "failed", "resolved", "timed_out", "cancelled")
-# The outcomes that share a state, told apart by the ending's error code in the query:
-# (error codes it has, error codes it has not).
-_CODES: dict[str, tuple[tuple[str, ...] | None, tuple[str, ...] | None]] = {
-    "denied": (None, ("declined", "tool_not_declared")),
-    "declined": (("declined",), None),
-    "cancelled": (None, ("withdrawn",)),
-    "withdrawn": (("withdrawn",), None),
-}
 SURFACES = ("web", "telegram", "slack", "api", "cli", "clock", "token")
 FEED_LIMIT = 300
 
@@ -396,7 +379,7 @@ def outcome_word(task: Task) -> str:
 def history_filters(request: web.Request) -> dict[str, str]:
     """The filters asked for; one no record could match (a NUL…) is a 422 before any query."""
     filters = {k: query_value(request, k) for k in ("outcome", "who", "tool", "via", "q")}
-    if filters["outcome"] not in OUTCOMES:
+    if filters["outcome"] not in ENDING_QUERIES:
         filters["outcome"] = ""
     filters["q"] = filters["q"].strip()[:200]
     return filters
@@ -406,21 +389,19 @@ async def ended_decisions(
     request: web.Request, member: Principal, filters: dict[str, str], limit: int = 200
 ) -> list[Task]:
     outcome = filters["outcome"]
-    has, has_not = _CODES.get(outcome, (None, None))
+    query = ENDING_QUERIES[outcome] if outcome else EndingQuery(ENDED_STATES)
     tasks = await state(request).core.store.tasks(
         member.workspace_id,
-        states=OUTCOMES[outcome] if outcome else ENDED_STATES,
+        states=query.states,
         tool=filters["tool"] or None,
         resolved_by=filters["who"] or None,
         via=filters["via"] or None,
         parked_only=True,
         limit=limit,
         search=filters.get("q") or None,
-        error_codes=has,
-        not_error_codes=has_not,
+        error_codes=query.error_codes,
+        not_error_codes=query.not_error_codes,
     )
-    if outcome:
-        tasks = [t for t in tasks if ending_word(t) == outcome]
     tasks.sort(key=lambda t: t.decided_at or t.created_at, reverse=True)
     return tasks[:limit]
 
@@ -451,7 +432,7 @@ async def history(request: web.Request) -> web.Response:
             "tasks": [render.masked(t) for t in tasks],  # each decision's page can reveal
             "filters": filters,
             "filtered": any(filters.values()),
-            "outcomes": list(OUTCOMES),
+            "outcomes": list(ENDING_QUERIES),
             "surfaces": SURFACES,
             "people": people,
             "word": ending_word,
