@@ -205,6 +205,27 @@ async def build_inbox(request: web.Request, member: Principal) -> Inbox:
     return Inbox(groups, total, len(counts), number, pages, None, version, here, _keys(groups))
 
 
+async def _run_page(
+    request: web.Request,
+    member: Principal,
+    run_id: str,
+    waiting: int,
+    before: tuple[datetime, str] | None,
+) -> tuple[Group, list[Task], bool]:
+    """One page of a run's cards (CARDS_PER_RUN_PAGE after `before`) as its group, the tasks
+    shown, and whether more wait after them."""
+    core = state(request).core
+    tasks = await core.service.asks(
+        member, member.workspace_id, run_id=run_id, limit=CARDS_PER_RUN_PAGE + 1, before=before
+    )
+    runs = await runs_by_id(request, {run_id})
+    shown = tasks[:CARDS_PER_RUN_PAGE]
+    cards = [make_card(t, runs.get(run_id), request, full=False) for t in shown]
+    at = shown[0].created_at if shown else core.clock.now()
+    group = Group(run_id, runs.get(run_id), waiting, at, cards, _sender(cards))
+    return group, shown, len(tasks) > CARDS_PER_RUN_PAGE
+
+
 async def _one_run(
     request: web.Request,
     member: Principal,
@@ -213,29 +234,20 @@ async def _one_run(
     total: int,
     version: str,
 ) -> Inbox:
-    service = state(request).core.service
     before = _cursor(request)
-    tasks = await service.asks(
-        member, member.workspace_id, run_id=run_id, limit=CARDS_PER_RUN_PAGE + 1, before=before
-    )
     query: dict[str, str] = {"run": run_id}
     if before is not None:
         query["before"] = cursor_of(*before)
     here = "/inbox?" + urlencode(query)
     waiting = next((n for r, n, _ in counts if r == run_id), 0)
-    if not tasks:
+    group, shown, more = await _run_page(request, member, run_id, waiting, before)
+    if not shown:
         return Inbox([], total, len(counts), run_id=run_id, version=version, here=here)
-    runs = await runs_by_id(request, {run_id})
-    older = ""
-    if len(tasks) > CARDS_PER_RUN_PAGE:
-        tasks = tasks[:CARDS_PER_RUN_PAGE]
-        last = tasks[-1]
-        older = "/inbox?" + urlencode(
+    if more:
+        last = shown[-1]
+        group.older = "/inbox?" + urlencode(
             {"run": run_id, "before": cursor_of(last.created_at, last.id)}
         )
-    cards = [make_card(t, runs.get(run_id), request, full=False) for t in tasks]
-    group = Group(run_id, runs.get(run_id), waiting, tasks[0].created_at, cards, _sender(cards))
-    group.older = older
     if before is not None:
         group.newer = "/inbox?" + urlencode({"run": run_id})
     return Inbox([group], total, len(counts), run_id=run_id, version=version, here=here,
@@ -277,18 +289,11 @@ async def run_cards(request: web.Request, member: Principal) -> web.Response:
     before = _cursor(request)
     number = _page_number(request)
     sender = query_value(request, "sender") or None
-    service = state(request).core.service
-    counts = await service.ask_counts(member, member.workspace_id)
-    tasks = await service.asks(
-        member, member.workspace_id, run_id=run_id, limit=CARDS_PER_RUN_PAGE + 1, before=before
-    )
-    runs = await runs_by_id(request, {run_id})
+    counts = await state(request).core.service.ask_counts(member, member.workspace_id)
     waiting = next((n for r, n, _ in counts if r == run_id), 0)
-    shown = tasks[:CARDS_PER_RUN_PAGE]
-    cards = [make_card(t, runs.get(run_id), request, full=False) for t in shown]
-    at = shown[0].created_at if shown else state(request).core.clock.now()
-    group = Group(run_id, runs.get(run_id), waiting, at, cards, sender)
-    if len(tasks) > CARDS_PER_RUN_PAGE:
+    group, shown, more = await _run_page(request, member, run_id, waiting, before)
+    group.sender = sender  # as the inbox's group showed it, whatever these cards say
+    if more:
         group.more_cards = cards_path(run_id, shown[-1], number, sender)
     here = "/inbox" if number == 1 else f"/inbox?page={number}"
     return fragment(request, "_inbox_list.html", {"more_cards": group, "here": here})
