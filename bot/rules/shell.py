@@ -1,0 +1,394 @@
+"""A shell line seen through: the simple commands a bash line would run, and what in it cannot
+be seen through (issue 20).
+
+The line is parsed by tree-sitter's bash grammar, never split by hand. Every simple command is
+collected wherever it sits: lists and pipelines, subshells and groups, `if`/`for`/`while`/`case`
+bodies, functions, command and process substitutions (also inside strings and unquoted heredoc
+bodies), the string given to `bash -c` (parsed again), and the command behind a wrapper such as
+`sudo` or `timeout 5`. Quoted text, quoted heredoc bodies and comments are data.
+
+Each command is read as rules read text: its words joined by one space, a word that is plain
+once unquoted written unquoted (`\\rm` and `"rm"` read `rm`), any other word as it was written
+(`"fix; rm it"` keeps its quotes, so it never reads as two commands); leading `VAR=value`
+assignments and redirections are left out.
+
+A wrapper's own form (`timeout 5 rm x`) is judged too, but only a deny or an ask rule may use
+it: the command behind it (`rm x`) is what must be allowed. `sudo`/`doas` are no such wrappers
+(running as root is a command of its own), and a command named by a path (`/bin/rm`) is also
+judged by its base name (`rm`), for denies and asks.
+
+`ShellLine.opaque` says why parts cannot be seen through (`eval`, `source`, a command named by an
+expansion, `find -exec`, a pipe into an interpreter, output written to a file, a line that does
+not parse): such a line is never granted by an allow rule.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Literal
+
+import tree_sitter_bash
+from tree_sitter import Language, Node, Parser
+
+_PARSER = Parser(Language(tree_sitter_bash.language()))
+
+# Deeper nesting than this (substitutions in substitutions, `bash -c` in `bash -c`) is not seen
+# through: it only exists to hide something, and Python's own recursion must stay bounded.
+MAX_DEPTH = 64
+MAX_SHELL_NESTING = 8
+
+# A word that reads the same unquoted: written without its quotes.
+_PLAIN = re.compile(r"[A-Za-z0-9_@%+=:,./~^-]+")
+_DIGITS = re.compile(r"[0-9]+")
+_ESCAPED = re.compile(r"\\(.?)", re.S)
+_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+
+SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "mksh", "fish", "csh", "tcsh", "ash"})
+INTERPRETERS = SHELLS | frozenset(
+    {
+        "python", "python2", "python3", "perl", "ruby", "node", "nodejs", "deno", "bun",
+        "php", "lua", "luajit", "tclsh", "wish", "Rscript", "R", "pwsh", "powershell",
+        "osascript", "jshell", "irb", "scala", "groovy", "julia",
+    }
+)  # fmt: skip
+UNSEEN = frozenset({"eval", "source", "."})
+FIND_ACTIONS = frozenset(
+    {"-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprint0", "-fprintf", "-fls"}
+)
+OUTPUT_OPERATORS = frozenset({">", ">>", "&>", "&>>", ">|", ">&", "<>"})
+ROOT_WRAPPERS = frozenset({"sudo", "doas"})
+
+# Per wrapper: options that take the next word as their value (an attached value, `-uroot`
+# or `--user=root`, is one word), and whether a first positional word precedes the command.
+_WRAPPERS: dict[str, tuple[frozenset[str], bool]] = {
+    "sudo": (frozenset("-u -g -C -D -h -p -r -t -U -T -R --user --group --chdir --host "
+                       "--prompt --role --type --other-user --command-timeout".split()), False),
+    "doas": (frozenset(["-u", "-C"]), False),
+    "env": (frozenset("-u -C -S --unset --chdir --split-string".split()), False),
+    "nice": (frozenset(["-n", "--adjustment"]), False),
+    "nohup": (frozenset(), False),
+    "time": (frozenset(["-f", "-o", "--format", "--output"]), False),
+    "timeout": (frozenset(["-s", "-k", "--signal", "--kill-after"]), True),
+    "stdbuf": (frozenset(["-i", "-o", "-e", "--input", "--output", "--error"]), False),
+    "command": (frozenset(), False),
+    "builtin": (frozenset(), False),
+    "exec": (frozenset(["-a"]), False),
+    "xargs": (frozenset("-a -d -E -I -L -n -P -s --arg-file --delimiter --max-lines "
+                        "--max-args --max-procs --max-chars --process-slot-var".split()), False),
+    "unbuffer": (frozenset(), False),
+    "chronic": (frozenset(), False),
+    "ionice": (frozenset(["-c", "-n", "-p", "--class", "--classdata"]), False),
+    "taskset": (frozenset(), True),
+}  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """One command a line would run, as rules read it. `needs_grant`: it must be allowed for
+    the line to be granted (False for a wrapper's own form or a path's base name, which only
+    a deny or an ask rule may use)."""
+
+    text: str
+    needs_grant: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class ShellLine:
+    commands: tuple[Command, ...]
+    opaque: tuple[str, ...]  # why parts of it cannot be seen through; empty when all can
+
+
+@dataclass(frozen=True, slots=True)
+class _Word:
+    text: str  # as rules read it: unquoted when plain, else as written
+    value: str | None  # the unquoted value when it holds no expansion, else None
+
+
+class _Reader:
+    """One walk over a parsed line, collecting commands and what it cannot see through."""
+
+    def __init__(self, source: bytes, nesting: int) -> None:
+        self.source = source
+        self.nesting = nesting
+        self.commands: list[Command] = []
+        self.opaque: list[str] = []
+
+    def note(self, why: str) -> None:
+        if why not in self.opaque:
+            self.opaque.append(why)
+
+    def text(self, node: Node) -> str:
+        return self.source[node.start_byte : node.end_byte].decode("utf-8", "replace")
+
+    # -- the walk ------------------------------------------------------------------------------
+
+    def walk(self, node: Node, depth: int, backticks: bool = False) -> None:
+        if depth > MAX_DEPTH:
+            self.note("nested too deeply to read")
+            return
+        kind = node.type
+        if kind == "command":
+            self.command(node, depth, backticks)
+        elif kind == "pipeline":
+            after_pipe = False
+            for child in node.children:
+                if child.type in ("|", "|&"):
+                    after_pipe = True
+                    continue
+                if after_pipe:
+                    name = self.inner_name(child)
+                    if name in INTERPRETERS:
+                        self.note(f"pipes into {name}")
+                self.walk(child, depth + 1, backticks)
+        elif kind == "redirected_statement":
+            for child in node.children:
+                if child.type.endswith("_redirect"):
+                    self.redirect(child, depth, backticks)
+                else:
+                    self.walk(child, depth + 1, backticks)
+            body = node.child_by_field_name("body")
+            name = None if body is None else self.inner_name(body)
+            if name in INTERPRETERS and any(self.feeds_input(c) for c in node.children):
+                self.note(f"feeds code to {name}")
+        elif kind.endswith("_redirect"):
+            self.redirect(node, depth, backticks)
+        elif kind == "command_substitution":
+            ticks = self.source[node.start_byte : node.start_byte + 1] == b"`"
+            for child in node.children:
+                self.walk(child, depth + 1, backticks or ticks)
+        elif kind == "ERROR":
+            self.note("does not parse")
+        elif kind in ("comment", "heredoc_start", "heredoc_end", "string_content", "raw_string"):
+            return
+        else:
+            if backticks and kind == "word" and "`" in self.text(node):
+                self.note("nested backquotes")
+            for child in node.children:
+                self.walk(child, depth + 1, backticks)
+
+    def inner_name(self, node: Node) -> str | None:
+        """The name of the command a pipeline stage runs, behind its wrappers."""
+        while node.type == "redirected_statement":
+            body = node.child_by_field_name("body")
+            if body is None:
+                return None
+            node = body
+        if node.type != "command":
+            return None
+        words = self.words(node)
+        while words:
+            inner = _behind_wrapper(words)
+            if inner is None:
+                break
+            words = inner
+        return words[0].value if words else None
+
+    def feeds_input(self, node: Node) -> bool:
+        if node.type in ("heredoc_redirect", "herestring_redirect"):
+            return True
+        return node.type == "file_redirect" and self.operator(node) in ("<", "<&", "<>")
+
+    def operator(self, redirect: Node) -> str:
+        for child in redirect.children:
+            if child.type != "file_descriptor" and not child.is_named:
+                return child.type
+        return ""
+
+    def redirect(self, node: Node, depth: int, backticks: bool) -> None:
+        if node.type == "file_redirect" and self.operator(node) in OUTPUT_OPERATORS:
+            target = node.child_by_field_name("destination")
+            if target is None:
+                named = [c for c in node.named_children if c.type != "file_descriptor"]
+                target = named[-1] if named else None
+            word = None if target is None else self.word(target)
+            operator = self.operator(node)
+            dup = (
+                operator == ">&"
+                and word is not None
+                and (
+                    word.value == "-" or (word.value is not None and _DIGITS.fullmatch(word.value))
+                )
+            )
+            if not dup and (word is None or word.value != "/dev/null"):
+                shown = "?" if word is None else word.text
+                self.note(f"writes to {shown}")
+        for child in node.children:
+            self.walk(child, depth + 1, backticks)
+
+    # -- one simple command --------------------------------------------------------------------
+
+    def words(self, node: Node) -> list[_Word]:
+        """The command's name and arguments (assignments and redirections left out)."""
+        out: list[_Word] = []
+        for child in node.children:
+            kind = child.type
+            if kind == "variable_assignment" or kind.endswith("_redirect") or kind == "comment":
+                continue
+            if kind == "command_name":
+                named = child.named_children
+                out.append(self.word(named[0]) if named else _Word(self.text(child), None))
+            elif child.is_named:
+                out.append(self.word(child))
+        return out
+
+    def command(self, node: Node, depth: int, backticks: bool) -> None:
+        words = self.words(node)
+        while words:
+            name = words[0].value
+            outer = len(self.commands)
+            self.commands.append(Command(_join(words)))
+            if name is None:
+                self.note(f"runs a command named by an expansion ({words[0].text})")
+                break
+            if "/" in name and name.rstrip("/"):
+                name = name.rstrip("/").rsplit("/", 1)[-1]
+                self.commands.append(Command(_join([_Word(name, name), *words[1:]]), False))
+            inner = _behind_wrapper(words)
+            # A wrapper's own form is only for denies and asks (what it runs must be allowed),
+            # and so is a shell's given a string, but `sudo x` must be allowed itself.
+            if (self.judge_name(name, words) or inner is not None) and name not in ROOT_WRAPPERS:
+                self.commands[outer] = Command(self.commands[outer].text, False)
+            if inner is None:
+                break
+            words = inner
+        for child in node.children:  # substitutions anywhere in it run too
+            if child.type.endswith("_redirect"):
+                self.redirect(child, depth, backticks)
+            else:
+                self.walk(child, depth + 1, backticks)
+
+    def judge_name(self, name: str, words: list[_Word]) -> bool:
+        """Notes what this command does that rules cannot see into. True when it is a shell
+        given a string, whose commands were read in its place."""
+        if name in UNSEEN:
+            self.note(f"runs text as code ({name})")
+        elif name == "find":
+            for word in words[1:]:
+                if word.value in FIND_ACTIONS:
+                    self.note(f"find {word.value}")
+        elif name == "tee":
+            for word in words[1:]:
+                if word.value is None or (not word.value.startswith("-")):
+                    if word.value != "/dev/null":
+                        self.note(f"writes to {word.text}")
+        elif name == "env" and any(w.value in ("-S", "--split-string") for w in words[1:]):
+            self.note("env -S splits its own command line")
+        elif name == "time" and any(w.value in ("-o", "--output") for w in words[1:]):
+            self.note("writes to a file (time -o)")
+        elif name in SHELLS:
+            script = _shell_script(words)
+            if script is None:
+                self.note(f"{name} -c runs a computed string")
+            elif self.nesting >= MAX_SHELL_NESTING:
+                self.note(f"{name} -c nested too deeply to read")
+            elif script is not False:
+                inner = _read(script, self.nesting + 1)
+                self.commands.extend(inner.commands)
+                for why in inner.opaque:
+                    self.note(why)
+                return True
+        return False
+
+    def word(self, node: Node) -> _Word:
+        value = self.value(node)
+        written = self.text(node)
+        if value is not None and _PLAIN.fullmatch(value):
+            return _Word(value, value)
+        return _Word(written, value)
+
+    def value(self, node: Node) -> str | None:
+        """The word's unquoted value when it expands nothing, else None."""
+        kind = node.type
+        if kind in ("word", "number"):
+            written = self.text(node)
+            return _unescape(written) if "\\" in written else written
+        if kind == "raw_string":
+            return self.text(node)[1:-1]
+        if kind == "string":
+            parts: list[str] = []
+            for child in node.children:
+                if child.type == '"':
+                    continue
+                if child.type != "string_content":
+                    return None
+                parts.append(_unescape_double(self.text(child)))
+            return "".join(parts)
+        if kind == "concatenation":
+            pieces = [self.value(child) for child in node.children]
+            if any(piece is None for piece in pieces):
+                return None
+            return "".join(p for p in pieces if p is not None)
+        return None
+
+
+def _unescape(written: str) -> str:
+    """An unquoted word's backslashes: `\\x` is `x`, a backslash-newline vanishes."""
+    return _ESCAPED.sub(lambda m: "" if m.group(1) == "\n" else m.group(1), written)
+
+
+def _unescape_double(written: str) -> str:
+    return re.sub(r'\\([$`"\\\n])', lambda m: "" if m.group(1) == "\n" else m.group(1), written)
+
+
+def _join(words: list[_Word]) -> str:
+    return " ".join(word.text for word in words)
+
+
+def _behind_wrapper(words: list[_Word]) -> list[_Word] | None:
+    """The command a wrapper runs (`timeout 5 rm x` -> `rm x`); None when `words` is no wrapper
+    or wraps nothing."""
+    name = words[0].value
+    base = None if name is None else name.rsplit("/", 1)[-1]
+    if base is None or base not in _WRAPPERS:
+        return None
+    takes_value, positional = _WRAPPERS[base]
+    index = 1
+    while index < len(words):
+        value = words[index].value
+        if value is None or not value.startswith("-") or value == "-":
+            break
+        index += 1
+        if value == "--":
+            break
+        if value in takes_value:
+            index += 1  # the option's value
+    if base == "env":
+        while index < len(words) and _ASSIGNMENT.match(words[index].value or ""):
+            index += 1  # NAME=value words set the command's environment
+    if positional:
+        index += 1  # timeout's duration, taskset's mask
+    rest = words[index:]
+    return rest or None
+
+
+def _shell_script(words: list[_Word]) -> str | Literal[False] | None:
+    """The string `bash -c STRING` runs: the string, None when it is computed, False when the
+    shell is not given one (it runs a script file, or reads its input)."""
+    for index, word in enumerate(words[1:], start=1):
+        value = word.value
+        if value is None or not value.startswith("-") or value in ("-", "--"):
+            return False
+        if not value.startswith("--") and "c" in value[1:]:
+            if index + 1 >= len(words):
+                return False
+            return words[index + 1].value
+    return False
+
+
+def _read(line: str, nesting: int = 0) -> ShellLine:
+    source = line.encode("utf-8", "surrogatepass")
+    tree = _PARSER.parse(source)
+    reader = _Reader(source, nesting)
+    root = tree.root_node
+    if root.has_error:
+        reader.note("does not parse")
+    reader.walk(root, 0)
+    return ShellLine(tuple(dict.fromkeys(reader.commands)), tuple(reader.opaque))
+
+
+@lru_cache(maxsize=4096)
+def read_line(line: str) -> ShellLine:
+    """The commands of a bash line and what in it cannot be seen through (cached per text)."""
+    return _read(line)
