@@ -31,6 +31,7 @@ from pydantic_settings import (
 from bot.durations import parse_duration
 from bot.errors import ApprovalError
 from bot.quorum import check_requirements
+from bot.rules import compound
 
 Duration = Annotated[timedelta, BeforeValidator(parse_duration)]
 
@@ -98,6 +99,13 @@ def _requirements(value: list[Any]) -> list[Any]:
         raise ValueError(refused.detail) from None
 
 
+def _shell_commands(value: list[Any]) -> list[Any]:
+    try:
+        return compound.check_shell_commands(value)
+    except ApprovalError as refused:
+        raise ValueError(refused.detail) from None
+
+
 class ProfileConfig(_Section):
     approval_mode: Literal["bypass", "ask", "rules"] = "ask"
     approval_rules: list[Any] = Field(default_factory=list)
@@ -108,6 +116,10 @@ class ProfileConfig(_Section):
         default_factory=list
     )
     forbid_self_approval: bool = False
+    # Shell lines judged per command (bot/rules/compound.py): `[{tool = "bash", path = "command"}]`.
+    shell_commands: Annotated[list[Any], AfterValidator(_shell_commands)] = Field(
+        default_factory=list
+    )
 
 
 def _route_target(target: str) -> str:

@@ -36,6 +36,7 @@ def profiles(settings: Settings) -> dict[str, Profile]:
                 dict(p.aliases),
                 list(p.approval_requirements),
                 p.forbid_self_approval,
+                list(p.shell_commands),
             )
             for name, p in settings.profiles.items()
         }

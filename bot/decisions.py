@@ -14,7 +14,7 @@ from bot import errors
 from bot.domain import LogEntry, NewEvent, OutboxItem, Principal, Run, Task
 from bot.errors import ApprovalError
 from bot.ports import Tx
-from bot.rules import tighten
+from bot.rules import compound, tighten
 
 KEY_PATTERN = re.compile(r"^[A-Za-z0-9._:~-]{1,200}$")
 ORIGINS = ("model", "author", "kernel")
@@ -38,6 +38,7 @@ class Profile:
     aliases: dict[str, str] = field(default_factory=dict)
     approval_requirements: list[Any] = field(default_factory=list)  # bot/quorum.py
     forbid_self_approval: bool = False
+    shell_commands: list[dict[str, str]] = field(default_factory=list)  # rules/compound.py
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,7 @@ class RunSpec:
     approval_requirements: list[Any] | None = None  # bot/quorum.py: only tightening a base's
     forbid_self_approval: bool | None = None
     on_behalf_of: str | None = None
+    shell_commands: list[Any] | None = None  # bot/rules/compound.py: only adding to a base's
 
 
 @dataclass(frozen=True)
@@ -203,12 +205,14 @@ def check_answer(task: Task, content: Any) -> Any:
 
 def narrow(spec: RunSpec, base: Profile | None) -> Profile:
     """Explicit fields over a profile (or parent run) may only tighten it."""
+    shell = compound.check_shell_commands(spec.shell_commands)
     if base is None:
         return Profile(
             spec.approval_mode or "ask",
             list(spec.approval_rules or []),
             spec.tool_names,
             dict(spec.aliases or {}),
+            shell_commands=shell,
         )
     mode, names = tighten(
         base.approval_mode,  # type: ignore[arg-type]
@@ -232,7 +236,9 @@ def narrow(spec: RunSpec, base: Profile | None) -> Profile:
             )
         aliases[alias] = target
     tool_names = sorted(names) if names is not None else None
-    return Profile(mode, list(base.approval_rules) + extra, tool_names, aliases)
+    rules = list(base.approval_rules) + extra
+    shell = compound.merged(base.shell_commands, shell)  # a run adds shell paths, never drops
+    return Profile(mode, rules, tool_names, aliases, shell_commands=shell)
 
 
 def attention_event(run_id: str, parked: list[tuple[str, str]]) -> NewEvent:

@@ -110,6 +110,9 @@ class Run:
     approval_requirements: list[dict[str, Any]] = field(default_factory=list)
     forbid_self_approval: bool = False
     on_behalf_of: str | None = None
+    # Which text of its calls is a shell line, judged command by command (bot/rules/compound.py):
+    # `{"tool", "path"}` entries, its profile's (or parent's) and its own.
+    shell_commands: list[dict[str, str]] = field(default_factory=list)
 
 
 @dataclass(slots=True)

@@ -78,6 +78,7 @@ def with_builtins(configured: Mapping[str, Profile]) -> dict[str, Profile]:
             dict(p.aliases),
             list(p.approval_requirements),
             p.forbid_self_approval,
+            list(p.shell_commands),
         )
         for name, p in profiles.items()
     }

@@ -111,6 +111,7 @@ def run_values(run: Run) -> dict[str, Any]:
         "approval_requirements": run.approval_requirements or None,
         "forbid_self_approval": run.forbid_self_approval,
         "on_behalf_of": run.on_behalf_of,
+        "shell_commands": run.shell_commands or None,
         "created_at": ts(run.created_at),
     }
 
@@ -136,6 +137,7 @@ def run(row: Mapping[str, Any]) -> Run:
         approval_requirements=row["approval_requirements"] or [],
         forbid_self_approval=bool(row["forbid_self_approval"]),
         on_behalf_of=row["on_behalf_of"],
+        shell_commands=row["shell_commands"] or [],
     )
 
 

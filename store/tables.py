@@ -107,6 +107,7 @@ class RunRow(SQLModel, table=True):
         default=False, sa_column_kwargs={"server_default": sa.false()}
     )
     on_behalf_of: str | None = Field(default=None, max_length=200)
+    shell_commands: Any = _json()  # shell lines judged per command (bot/rules/compound.py)
     created_at: float
 
 

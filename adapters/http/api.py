@@ -114,6 +114,7 @@ async def declare_run(request: web.Request, ctx: Ctx) -> web.Response:
         approval_requirements=body.approval_requirements,
         forbid_self_approval=body.forbid_self_approval,
         on_behalf_of=body.on_behalf_of,
+        shell_commands=body.shell_commands,
     )
     run = await ctx.core.service.declare_run(ctx.who, ctx.ws, spec)
     return json_response(m.run_out(run), 201)

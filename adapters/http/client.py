@@ -291,6 +291,7 @@ class Runs:
         title: str = "",
         executor_id: str | None = None,
         parent_run: str | None = None,
+        shell_commands: list[dict[str, str]] | None = None,
     ) -> DeclaredRun:
         """Declare a run: `await` it for the run, or `async with` it to have the run stopped
         when the block ends (normally or by an exception)."""
@@ -303,6 +304,7 @@ class Runs:
             "title": title or None,
             "executor_id": executor_id,
             "parent_run": parent_run,
+            "shell_commands": shell_commands,
         }
         body = {k: v for k, v in fields.items() if v is not None}
         return DeclaredRun(self._declare(body))

@@ -132,6 +132,9 @@ class RunIn(RequestModel):
     approval_requirements: list[JsonValue] | None = None
     forbid_self_approval: bool | None = None
     on_behalf_of: Text | None = None  # a member's name
+    # Shell lines judged per command (bot/rules/compound.py), checked by the core:
+    # `shell_commands[0].pth: unknown key`.
+    shell_commands: list[JsonValue] | None = None
 
 
 class EffectProfile(BaseModel):
@@ -309,6 +312,7 @@ class RunOut(ResponseModel):
     approval_requirements: list[dict[str, Any]] | None = None
     forbid_self_approval: bool | None = None
     on_behalf_of: str | None = None
+    shell_commands: list[dict[str, str]] = []
 
 
 class ExecutorOut(ResponseModel):
@@ -406,6 +410,7 @@ def run_out(run: Run) -> dict[str, Any]:
         "parent_run": run.parent_run,
         "held_task_key": run.held_task_key,
         "created_at": run.created_at.isoformat(),
+        "shell_commands": run.shell_commands,
     }
     if run.approval_requirements:
         body["approval_requirements"] = run.approval_requirements

@@ -13,7 +13,7 @@ from bot.decisions import DecisionSettings, Profile, not_found
 from bot.domain import Run, Task
 from bot.events import EventHub
 from bot.ports import Store, Tx
-from bot.rules import Policy, Verdict, compile_policy
+from bot.rules import Policy, Verdict, compile_policy, compound
 
 CACHE_LIMIT = 10_000  # entries per cache: compiled policies, frozen runs, origin claims
 
@@ -86,22 +86,51 @@ class ServiceBase:
         tool_names: frozenset[str] | None = None,
     ) -> Verdict:
         """The run's verdict on a call: its declared rules, then its learned ones (which never
-        beat a deny: bot/learning.py)."""
-        verdict = self.policy(run).evaluate(
+        beat a deny: bot/learning.py), a shell line judged command by command."""
+        return self.evaluate_line(
+            run,
             tool_name=tool_name,
             tool_input=tool_input,
-            origin=origin,  # type: ignore[arg-type]
-            mode=(mode or run.approval_mode),  # type: ignore[arg-type]
+            origin=origin,
+            mode=mode,
             member=member,
             tool_names=tool_names,
-        )
+        ).verdict
+
+    def evaluate_line(
+        self,
+        run: Run,
+        *,
+        tool_name: str,
+        tool_input: Any,
+        origin: str,
+        mode: str | None = None,
+        member: bool = False,
+        tool_names: frozenset[str] | None = None,
+    ) -> compound.LineVerdict:
+        """`evaluate`, with how each command of a shell line was judged (for the card)."""
+        policy = self.policy(run)
         learned = self.learned_policy(run)
-        if learned is None:
-            return verdict
-        ids = [entry["id"] for entry in run.learned_rules]
-        return learning.apply(
-            verdict, learned, ids, tool_name=tool_name, tool_input=tool_input, origin=origin
-        )
+        ids = [entry["id"] for entry in run.learned_rules] if learned is not None else []
+        mode = mode or run.approval_mode
+
+        def decide(call_input: Any) -> Verdict:
+            verdict = policy.evaluate(
+                tool_name=tool_name,
+                tool_input=call_input,
+                origin=origin,  # type: ignore[arg-type]
+                mode=mode,  # type: ignore[arg-type]
+                member=member,
+                tool_names=tool_names,
+            )
+            if learned is None:
+                return verdict
+            return learning.apply(
+                verdict, learned, ids, tool_name=tool_name, tool_input=call_input, origin=origin
+            )
+
+        shell = compound.compile_shell(run.shell_commands)
+        return compound.judge(decide, tool_input, shell, mode=mode, origin=origin)
 
     async def _run(self, tx: Tx, workspace_id: str, run_id: str, *, lock: bool = True) -> Run:
         """The run, its declaration from memory when seen before (it is frozen at creation),

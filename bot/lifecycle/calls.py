@@ -60,7 +60,7 @@ class Calls(Recording):
                 spec.approval_mode,  # type: ignore[arg-type]
                 spec.tool_names,
             )
-            verdict = self.evaluate(
+            judged = self.evaluate_line(
                 run,
                 tool_name=spec.tool_name,
                 tool_input=spec.tool_input,
@@ -69,6 +69,7 @@ class Calls(Recording):
                 member=principal.is_member,
                 tool_names=names,
             )
+            verdict = judged.verdict
             is_question = verdict.tool == ASK_TOOL
             if is_question and verdict.outcome != "failed":
                 check_question(spec.tool_input)
@@ -85,9 +86,8 @@ class Calls(Recording):
                 tool_input=spec.tool_input,
                 state="granted",
                 created_at=now,
-                effect_profile=effects.normalise(
-                    spec.effect_profile, verdict.tool, spec.tool_input
-                ),
+                effect_profile=effects.normalise(spec.effect_profile, verdict.tool, spec.tool_input)
+                | judged.profile_part(),
                 failure_policy=spec.failure_policy,  # type: ignore[arg-type]
                 why=verdict.why,
                 rule_index=verdict.rule_index,

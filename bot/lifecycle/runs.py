@@ -62,7 +62,11 @@ class Runs(Quorum):
     def _base(self, spec: RunSpec, parent: Run | None) -> Profile | None:
         if parent is not None:
             return Profile(
-                parent.approval_mode, parent.approval_rules, parent.tool_names, parent.aliases
+                parent.approval_mode,
+                parent.approval_rules,
+                parent.tool_names,
+                parent.aliases,
+                shell_commands=parent.shell_commands,
             )
         if spec.profile is None:
             return None
@@ -75,7 +79,14 @@ class Runs(Quorum):
         access.check_workspace(principal, workspace_id)
         if spec.approval_mode is not None and spec.approval_mode not in MODES:
             raise invalid("approval_mode: must be bypass, ask or rules")
-        for name in ("title", "approval_rules", "tool_names", "aliases", "profile"):
+        for name in (
+            "title",
+            "approval_rules",
+            "tool_names",
+            "aliases",
+            "profile",
+            "shell_commands",
+        ):
             problem = effects.storable_problem(getattr(spec, name), name)
             if problem:
                 raise invalid(problem)
@@ -125,6 +136,7 @@ class Runs(Quorum):
                 approval_requirements=requirements,
                 forbid_self_approval=forbid_self,
                 on_behalf_of=on_behalf_of,
+                shell_commands=declared.shell_commands,
             )
             await tx.insert_run(run)
             await tx.add_log([log_entry(run, None, "run_declared", principal, "api")])
