@@ -119,6 +119,18 @@ def check(profile: Any) -> None:
         raise ApprovalError(errors.INVALID_REQUEST, problem, 422)
 
 
+# What the service itself writes into a profile: how each command of a shell line was judged
+# (bot/rules/compound.py). An agent's own profile never supplies these.
+JUDGEMENT_KEYS = ("commands", "unseen")
+
+
+def without_judgement(profile: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A supplied profile without the keys only the service may write."""
+    if not profile or not any(key in profile for key in JUDGEMENT_KEYS):
+        return profile
+    return {k: v for k, v in profile.items() if k not in JUDGEMENT_KEYS}
+
+
 def normalise(profile: dict[str, Any] | None, tool: str, tool_input: Any) -> dict[str, Any]:
     """The profile to freeze on the call: the supplied one (already `check`ed), else a derived
     one."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
@@ -24,7 +24,8 @@ from typing import Any
 from bot import errors
 from bot.domain import Task
 from bot.errors import ApprovalError
-from bot.rules import Policy, RulesInvalid, Verdict, compile_policy, text_at
+from bot.rules import Policy, RulesInvalid, Verdict, compile_policy, compound, text_at
+from bot.rules.shell import read_line
 from bot.rules.validate import MAX_RULES_BYTES, check_rules, compact_json
 
 # Refusals of this feature (candidates for bot.errors).
@@ -69,17 +70,26 @@ class LearnedRule:
 
 @dataclass(frozen=True, slots=True)
 class Proposal:
-    """The rule proposed for a decision and the past calls it would have allowed."""
+    """The rules proposed for a decision (`rule` the first; a compound shell line gets one per
+    command not already granted) and the past calls the first would have allowed."""
 
     rule: dict[str, Any]
     would_allow: list[Task]
+    rules: tuple[dict[str, Any], ...] = ()
+
+
+def literal(text: str) -> str:
+    """The narrowest glob matching `text` itself: a `*` or `?` of the call's own text becomes
+    `?` (one byte), so the agent's wildcards never widen the rule."""
+    return text.replace("*", "?")
 
 
 def _command_glob(text: str) -> str:
-    """`git push origin main` -> `git push *`; a command of one or two words stays as it is
-    (the narrowest rule that allows it)."""
+    """One command of a shell line: `git push origin main` -> `git push *`; a command of one or
+    two words stays as it is (the narrowest rule that allows it). The rule is judged per
+    command on a shell path, so nothing chained after it rides on the `*`."""
     found = _TWO_WORDS.match(text)
-    return text if found is None else text[: found.end()] + "*"
+    return literal(text) if found is None else literal(text[: found.end()]) + "*"
 
 
 def _folder_glob(path: str) -> str:
@@ -90,24 +100,58 @@ def _folder_glob(path: str) -> str:
     return folder.rstrip("/") + "/*"
 
 
-def propose(tool: str, tool_input: Any, origin: str = "model") -> dict[str, Any]:
+def propose(
+    tool: str,
+    tool_input: Any,
+    origin: str = "model",
+    shell_commands: Sequence[dict[str, str]] = (),
+) -> dict[str, Any]:
     """The narrowest rule that would allow this call, generalised one step: the tool plus the
-    folder of a `path`/`file_path`, or the first two words of a `command`, or the tool alone."""
+    folder of a `path`/`file_path`; on a shell path the first two words of its (first) command;
+    any other `command` exactly as it is (a longer line never rides on it); else the tool."""
+    return propose_all(tool, tool_input, origin, shell_commands)[0]
+
+
+def propose_all(
+    tool: str,
+    tool_input: Any,
+    origin: str = "model",
+    shell_commands: Sequence[dict[str, str]] = (),
+    granted: Callable[[Any], bool] | None = None,
+) -> list[dict[str, Any]]:
+    """`propose`, with one rule per command of a compound shell line that the run does not
+    already grant (`granted`: the run's judgement of the call with one command's text at its
+    path); never an empty list."""
     # `|` separates alternatives in a rule's `tool`; `?` matches it (and only one byte).
     rule: dict[str, Any] = {"tool": tool.replace("|", "?") or "?", "verdict": "allow"}
+    if origin != "model":
+        rule["origin"] = origin
+    lines = compound.shell_lines(compound.compile_shell(shell_commands), tool, tool_input)
+    if lines:
+        rules: list[dict[str, Any]] = []
+        for steps, line in lines:
+            path = ".".join(key for key, _ in steps)
+            for command in read_line(line).commands:
+                if not command.needs_grant:
+                    continue
+                if granted is not None and granted(
+                    compound.with_text(tool_input, steps, command.text)
+                ):
+                    continue
+                proposed = rule | {"path": path, "match": _command_glob(command.text)}
+                if proposed not in rules:
+                    rules.append(proposed)
+        if rules:
+            return rules
     if isinstance(tool_input, dict):
         for key in ("path", "file_path"):
             value = tool_input.get(key)
             if isinstance(value, str) and value:
-                rule |= {"path": key, "match": _folder_glob(value)}
-                break
-        else:
-            command = text_at(tool_input, "command")
-            if command:
-                rule |= {"path": "command", "match": _command_glob(command)}
-    if origin != "model":
-        rule["origin"] = origin
-    return rule
+                return [rule | {"path": key, "match": _folder_glob(value)}]
+        text = text_at(tool_input, "command")
+        if text:
+            return [rule | {"path": "command", "match": literal(text)}]
+    return [rule]
 
 
 def _renamed(problems: Iterable[str], at: str) -> list[str]:
@@ -124,10 +168,11 @@ def check_rule(
     origin: str,
     aliases: dict[str, str],
     at: str = "allow.rule",
+    shell_commands: Sequence[dict[str, str]] = (),
 ) -> dict[str, Any]:
     """The person's rule, validated like a declared list (problems named `allow.rule.mtach`),
-    its verdict `allow` (filled in when left out); it must match the call it is learned from
-    (else `422 rule_does_not_match`)."""
+    its verdict `allow` (filled in when left out); it must match the call it is learned from,
+    or on a shell path one of the call's commands (else `422 rule_does_not_match`)."""
     if isinstance(rule, dict) and "verdict" not in rule:
         rule = {**rule, "verdict": "allow"}
     problems: list[str] = []
@@ -137,13 +182,24 @@ def check_rule(
     if problems:
         raise RulesInvalid(_renamed(problems, at))
     policy = compile_policy([rule], aliases)
-    verdict = policy.evaluate(
-        tool_name=tool_name,
-        tool_input=tool_input,
-        origin=origin,  # type: ignore[arg-type]
-        mode="rules",
-    )
-    if verdict.outcome != "granted":
+
+    def grants(call_input: Any) -> bool:
+        verdict = policy.evaluate(
+            tool_name=tool_name,
+            tool_input=call_input,
+            origin=origin,  # type: ignore[arg-type]
+            mode="rules",
+        )
+        return verdict.outcome == "granted"
+
+    tool = policy.resolve_tool(tool_name)
+    shell = compound.compile_shell(shell_commands)
+    inputs = [tool_input] + [
+        compound.with_text(tool_input, steps, command.text)
+        for steps, line in compound.shell_lines(shell, tool, tool_input)
+        for command in read_line(line).commands
+    ]
+    if not any(grants(call_input) for call_input in inputs):
         raise ApprovalError(
             RULE_DOES_NOT_MATCH,
             f"{at} {compact_json(rule)} does not match the call it would be learned from",
@@ -221,22 +277,33 @@ def apply(
     return replace(verdict, outcome="granted", error=None, why=f"allowed by learned rule {rule_id}")
 
 
-def replayed(rule: dict[str, Any], calls: Iterable[Task], limit: int = REPLAY_LIMIT) -> list[Task]:
+def replayed(
+    rule: dict[str, Any],
+    calls: Iterable[Task],
+    limit: int = REPLAY_LIMIT,
+    shell_commands: Sequence[dict[str, str]] = (),
+) -> list[Task]:
     """The past calls the rule would have allowed, from what they recorded: every call it
     matches except those a deny rule refused or whose tool was not declared (a learned rule
-    allows neither). Calls a person denied are listed: the rule would have let them through."""
+    allows neither). Calls a person denied are listed: the rule would have let them through.
+    On a shell path a call is judged as a new one would be: command by command."""
     policy = compile_policy([rule])
+    shell = compound.compile_shell(shell_commands)
     found: list[Task] = []
     for task in calls:
         if task.kind != "tool_call" or _refused_by_rules(task):
             continue
-        verdict = policy.evaluate(
-            tool_name=task.tool,  # already resolved by its run's aliases
-            tool_input=task.tool_input,  # the call as the agent made it
-            origin=task.origin,  # type: ignore[arg-type]
-            mode="rules",
-        )
-        if verdict.outcome == "granted":
+
+        def decide(call_input: Any, task: Task = task) -> Verdict:
+            return policy.evaluate(
+                tool_name=task.tool,  # already resolved by its run's aliases
+                tool_input=call_input,  # the call as the agent made it
+                origin=task.origin,  # type: ignore[arg-type]
+                mode="rules",
+            )
+
+        judged = compound.judge(decide, task.tool_input, shell, mode="rules", origin=task.origin)
+        if judged.verdict.outcome == "granted":
             found.append(task)
             if len(found) >= limit:
                 break

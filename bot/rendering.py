@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import json
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
@@ -18,7 +19,7 @@ from bot import errors
 from bot.domain import Run, Task
 from bot.durations import format_duration
 from bot.effects import known_keys
-from bot.masking import mask_text, mask_value, shorten
+from bot.masking import mask_text, mask_value, shorten, utf16_len
 from bot.service import ending_word  # the core's wording: one source for every surface
 
 Action = Literal[
@@ -252,6 +253,147 @@ def render_call(tool_input: Any) -> tuple[CodeBlock | None, tuple[Field, ...]]:
 
 
 # --------------------------------------------------------------------------------------------
+# A shell line's commands (issue 20): the frozen profile's `commands` and `unseen`
+# --------------------------------------------------------------------------------------------
+
+COMMAND_KEYS = ("commands", "unseen")
+"""Profile keys a judged shell line adds (bot/rules/compound.py `LineVerdict.profile_part`):
+shown as the Commands lines, never among the generic other keys."""
+MARK = "▶ "  # the command that made the call park, or refused it
+UNSEEN = "⚠ cannot be seen through: "
+_COMMAND_WIDTH = 200  # a command's line is cut to this many characters
+_COMMAND_LINES = 30  # the most lines the card's Commands field holds
+_ENDS = {"parked": " ← parks", "failed": " ← refused"}
+
+
+@dataclass(frozen=True)
+class CommandRow:
+    """One command of a judged shell line, as the frozen profile holds it (not masked)."""
+
+    text: str
+    outcome: str  # granted | parked | failed
+    why: str
+    wrapper: bool  # a wrapper's own form (`timeout 5 rm x`), judged for denies only
+    marked: bool  # the one that made the call park, or refused it
+
+
+def command_rows(profile: Mapping[str, Any] | None) -> list[CommandRow]:
+    """The profile's `commands`, in the order the line runs them; entries of another shape
+    (a profile an agent wrote by hand) are left out."""
+    raw = (profile or {}).get("commands")
+    if not isinstance(raw, list):
+        return []
+    return [
+        CommandRow(
+            text=item["text"],
+            outcome=str(item.get("outcome", "")),
+            why=str(item.get("why", "")),
+            wrapper=item.get("wrapper") is True,
+            marked=item.get("marked") is True,
+        )
+        for item in raw
+        if isinstance(item, dict) and isinstance(item.get("text"), str)
+    ]
+
+
+def unseen_reasons(profile: Mapping[str, Any] | None) -> list[str]:
+    """Why parts of the line cannot be seen through ("writes to out.txt", "pipes into sh")."""
+    raw = (profile or {}).get("unseen")
+    return [r for r in raw if isinstance(r, str)] if isinstance(raw, list) else []
+
+
+def is_line_key(key: object, value: object) -> bool:
+    """Whether a profile entry is a judged line's (`commands` or `unseen`, as lists), shown as
+    the Commands lines rather than among the other keys."""
+    return key in COMMAND_KEYS and isinstance(value, list)
+
+
+def cut_line(line: str, width: int) -> str:
+    """A line cut to `width` like `shorten`, keeping its indent (the Commands lines align)."""
+    body = line.lstrip(" ")
+    return line[: len(line) - len(body)] + shorten(body, width)
+
+
+def shows_commands(profile: Mapping[str, Any] | None) -> bool:
+    """Whether the commands are worth a list of their own: two or more that need a grant, or
+    a part that cannot be seen through (a single plain command only repeats the call)."""
+    rows = command_rows(profile)
+    return sum(1 for r in rows if not r.wrapper) >= 2 or bool(unseen_reasons(profile))
+
+
+def command_line(row: CommandRow, width: int = _COMMAND_WIDTH) -> str:
+    """A command in one line, masked and cut: "▶ rm -rf ~ ← parks" for the marked one,
+    "  ✓ git status" for one granted on its own, "  · make" otherwise."""
+    text = shorten(mask_text(row.text), width)
+    if row.marked:
+        return MARK + text + _ENDS.get(row.outcome, "")
+    return ("  ✓ " if row.outcome == "granted" else "  · ") + text
+
+
+def fit_lines(
+    lines: Sequence[str], budget: int, size: Callable[[str], int] = utf16_len, sep: int = 1
+) -> list[str]:
+    """`lines` within `budget` (each counted by `size`, plus `sep` for its line break), in
+    order: the marked line and the unseen reasons kept first, the others from the top while
+    they fit, each gap said as "  … N more" (counted too)."""
+
+    def note(n: int) -> str:
+        return f"  … {n} more"
+
+    def cost(line: str) -> int:
+        return size(line) + sep
+
+    if sum(map(cost, lines)) <= budget:
+        return list(lines)
+    must = [i for i, line in enumerate(lines) if line.startswith((MARK, UNSEEN))]
+    # a gap note may come before each kept line that must stay, and one at the end
+    spare = budget - (len(must) + 1) * cost(note(len(lines)))
+    kept: set[int] = set()
+    used = 0
+    for i in must:
+        if used + cost(lines[i]) <= spare:
+            kept.add(i)
+            used += cost(lines[i])
+    chosen = set(must)
+    for i, line in enumerate(lines):
+        if i in chosen:
+            continue
+        if used + cost(line) > spare:
+            break
+        kept.add(i)
+        used += cost(line)
+    out: list[str] = []
+    gap = 0
+    for i, line in enumerate(lines):
+        if i in kept:
+            if gap:
+                out.append(note(gap))
+            out.append(line)
+            gap = 0
+        else:
+            gap += 1
+    if gap:
+        out.append(note(gap))
+    return out
+
+
+def command_lines(profile: Mapping[str, Any] | None, limit: int = _COMMAND_LINES) -> list[str]:
+    """The commands of a judged shell line, one line each (masked, cut), then a line per part
+    that cannot be seen through; at most `limit` lines, the marked one always among them. A
+    wrapper's own form (judged for denies only) is left out unless it is the marked one."""
+    lines = [command_line(r) for r in command_rows(profile) if r.marked or not r.wrapper]
+    lines += [UNSEEN + shorten(mask_text(r), _COMMAND_WIDTH) for r in unseen_reasons(profile)]
+    return fit_lines(lines, limit, lambda _line: 1, sep=0)
+
+
+def _commands_field(profile: Mapping[str, Any]) -> Field | None:
+    if not shows_commands(profile):
+        return None
+    lines = command_lines(profile)
+    return Field("Commands", "\n".join(lines)) if lines else None
+
+
+# --------------------------------------------------------------------------------------------
 # The card
 # --------------------------------------------------------------------------------------------
 
@@ -277,10 +419,13 @@ def _profile(profile: dict[str, Any]) -> tuple[str, tuple[str, ...], list[Field]
         more = f" (+{len(targets) - 10} more)" if len(targets) > 10 else ""
         fields.append(Field("Targets", ", ".join(shown) + more))
     for key, value in masked.items():
-        if key in known_keys() or key == "derived":
+        if key in known_keys() or key == "derived" or is_line_key(key, value):
             continue
         text = value if isinstance(value, str) else json.dumps(value, default=str)
         fields.append(Field(mask_text(str(key)), shorten(text, 300)))
+    commands = _commands_field(masked)
+    if commands is not None:
+        fields.append(commands)
     return shorten(summary, 300), tuple(badges), fields
 
 

@@ -85,8 +85,11 @@ def offer(task: Task, run: Run, proposal: Proposal, ids: Mapping[str, str]) -> O
     past = tuple(
         shorten(f"{digest_line(t)} ({t.state})", 120) for t in proposal.would_allow[:SHOWN_PAST]
     )
+    # A compound shell line proposes one rule per command not yet granted: all are shown (and
+    # learned by a scope button); only the first one's glob can be edited.
+    summary = "\n".join(describe_rule(rule) for rule in proposal.rules or (proposal.rule,))
     return Offer(
-        task.id, dict(proposal.rule), describe_rule(proposal.rule), past,
+        task.id, dict(proposal.rule), summary, past,
         len(proposal.would_allow), tuple(scopes), ids.get(GLOB_ACTION),
     )  # fmt: skip
 

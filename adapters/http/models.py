@@ -312,7 +312,7 @@ class RunOut(ResponseModel):
     approval_requirements: list[dict[str, Any]] | None = None
     forbid_self_approval: bool | None = None
     on_behalf_of: str | None = None
-    shell_commands: list[dict[str, str]] = []
+    shell_commands: list[dict[str, str]] = Field(default_factory=list)
 
 
 class ExecutorOut(ResponseModel):

@@ -48,6 +48,9 @@ class PastCallOut(ResponseModel):
 class ProposalOut(ResponseModel):
     rule: dict[str, Any]
     would_allow: list[PastCallOut]
+    # Every rule proposed: a compound shell line gets one per command not already granted,
+    # all learned by an approve that leaves the rule as proposed.
+    rules: list[dict[str, Any]] = Field(default_factory=list)
 
 
 class DecisionRef(ResponseModel):
@@ -105,6 +108,7 @@ def past_call_out(task: Task) -> dict[str, Any]:
 def proposal_out(proposal: Proposal) -> dict[str, Any]:
     return {
         "rule": proposal.rule,
+        "rules": list(proposal.rules or (proposal.rule,)),
         "would_allow": [past_call_out(t) for t in proposal.would_allow],
     }
 

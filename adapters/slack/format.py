@@ -26,7 +26,16 @@ from typing import Any, TypeVar
 from bot.domain import Task
 from bot.durations import format_duration
 from bot.masking import mask_text, shorten, truncate_middle, utf16_len
-from bot.rendering import Button, Card, Outcome, digest_line, render_ending
+from bot.rendering import (
+    Button,
+    Card,
+    Field,
+    Outcome,
+    cut_line,
+    digest_line,
+    fit_lines,
+    render_ending,
+)
 
 T = TypeVar("T")
 Block = dict[str, Any]
@@ -256,13 +265,29 @@ def _summary(card: Card) -> str:
     return "\n".join(lines)
 
 
+def _multiline(card: Card) -> list[Field]:
+    """Fields of several lines (a shell line's Commands): each a section of its own."""
+    return [f for f in card.fields if "\n" in f.value]
+
+
+def _lines_section(f: Field) -> str:
+    """A field of several lines as its label over a ``` block, one line each: mrkdwn stays
+    off inside it (a `*` in a command is not bold), the lines keep their indent, and the
+    marked line survives the cut (`fit_lines`), all within a section's 3000 characters."""
+    label = f"*{_fit(f.label, 100)}:*\n"
+    room = MAX_TEXT - utf16_len(label) - len(_FENCE_OPEN) - len(_FENCE_CLOSE) - 40
+    lines = [_code_escape(cut_line(line, 300)) for line in f.value.split("\n")]
+    return label + _FENCE_OPEN + "\n".join(fit_lines(lines, room)) + _FENCE_CLOSE
+
+
 def _fields(card: Card) -> str:
     lines: list[str] = []
     size = 0
-    for number, f in enumerate(card.fields):
+    single = [f for f in card.fields if "\n" not in f.value]
+    for number, f in enumerate(single):
         line = f"*{_fit(f.label, 100)}:* {_fit(f.value, 400)}"
         if size + utf16_len(line) + 1 > MAX_TEXT - 80:
-            lines.append(f"… {len(card.fields) - number} more in the full view")
+            lines.append(f"… {len(single) - number} more in the full view")
             break
         lines.append(line)
         size += utf16_len(line) + 1
@@ -286,6 +311,9 @@ def _content_blocks(card: Card) -> list[Block]:
             blocks.append(_section("call", _FENCE_OPEN + body + _FENCE_CLOSE))
     elif card.text.strip():
         blocks.append(_section("prompt", _fit(card.text, MAX_TEXT, _cut_middle)))
+    for number, f in enumerate(_multiline(card)[:2]):  # (only Commands has several lines)
+        slug = re.sub(r"[^a-z0-9]+", "-", f.label.lower()).strip("-")[:40] or "lines"
+        blocks.append(_section(f"{slug}-{number}" if number else slug, _lines_section(f)))
     for block_id, text in (("summary", _summary(card)), ("fields", _fields(card))):
         if text.strip():
             blocks.append(_section(block_id, text))

@@ -18,12 +18,22 @@ from telegram import InlineKeyboardButton, InlineKeyboardMarkup
 from bot.domain import Task
 from bot.durations import format_duration
 from bot.masking import shorten, truncate_middle, utf16_len
-from bot.rendering import Button, Card, Outcome, digest_line, render_ending
+from bot.rendering import (
+    Button,
+    Card,
+    Field,
+    Outcome,
+    cut_line,
+    digest_line,
+    fit_lines,
+    render_ending,
+)
 
 MAX_TEXT = 4096
 MAX_CALLBACK_BYTES = 64
 _SLACK = 24  # room for trimming differences and the cut marker's digits
 _TAG = re.compile(r"<[^>]*>")
+_FIELD_LINES = 1500  # a field of several lines (a shell line's commands), visible characters
 
 ButtonKey = tuple[str, int | None]
 
@@ -66,6 +76,15 @@ def outcome_html(outcome: Outcome) -> str:
     return line
 
 
+def field_html(f: Field) -> str:
+    """A field in one line; a field of several lines (a shell line's Commands) as its label
+    and one line each, within `_FIELD_LINES` visible characters."""
+    if "\n" not in f.value:
+        return f"<b>{esc(f.label)}:</b> {esc(shorten(f.value, 400))}"
+    lines = fit_lines([cut_line(line, 300) for line in f.value.split("\n")], _FIELD_LINES)
+    return f"<b>{esc(f.label)}:</b>\n" + "\n".join(esc(line) for line in lines)
+
+
 def card_html(card: Card) -> str:
     """The card as Telegram HTML, within 4096 visible characters."""
     head: list[str] = []
@@ -81,7 +100,7 @@ def card_html(card: Card) -> str:
     if card.progress:
         tail.append(f"👥 {esc(shorten(card.progress, 400))}")
     fields = list(card.fields[:12])
-    tail.extend(f"<b>{esc(f.label)}:</b> {esc(shorten(f.value, 400))}" for f in fields)
+    tail.extend(field_html(f) for f in fields)
     if card.deadline:
         tail.append(f"⏳ {esc(card.deadline)}")
     if card.link:

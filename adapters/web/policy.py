@@ -90,12 +90,12 @@ class RuleForm:
         return rule
 
 
-def _proposed(task: Task, tool_input: Any = UNEDITED) -> dict[str, Any]:
+def _proposed(task: Task, run: Run, tool_input: Any = UNEDITED) -> dict[str, Any]:
     call_input = task.tool_input if tool_input is UNEDITED else tool_input
-    return learning.propose(task.tool, call_input, task.origin)
+    return learning.propose(task.tool, call_input, task.origin, run.shell_commands)
 
 
-def _form_of(task: Task, form: MultiDict[str] | None) -> RuleForm:
+def _form_of(task: Task, run: Run, form: MultiDict[str] | None) -> RuleForm:
     """The proposal (for the edited input, with one), with whatever the person changed in the
     posted form. An edit the page cannot read raises `edits.EditInvalid`."""
     tool_input: Any = UNEDITED
@@ -107,7 +107,7 @@ def _form_of(task: Task, form: MultiDict[str] | None) -> RuleForm:
         # Under a quorum, the approvals so far are for a person's edit, and so is this one: the
         # rule is proposed from, checked against and learned from the edited call.
         tool_input = task.reviewed_input
-    proposed = _proposed(task, tool_input)
+    proposed = _proposed(task, run, tool_input)
     match = proposed.get("match")
     rule_form = RuleForm(
         tool=str(proposed["tool"]),
@@ -174,22 +174,26 @@ async def _allow_page(
     reveal = request.query.get("reveal") == "1"
     would_allow: list[Task] = []
     rule: Any = None
+    more: tuple[dict[str, Any], ...] = ()  # a compound line's other proposed rules
     if error is None:
         try:
+            asked = rule_form.rule()
+            as_proposed = asked == _proposed(task, run, rule_form.tool_input)
             found = await service.proposal(
                 member,
                 member.workspace_id,
                 task.run_id,
                 task.key,
                 tool_input=rule_form.tool_input,
-                rule=rule_form.rule(),
+                rule=None if as_proposed else asked,
             )
             rule, would_allow = found.rule, found.would_allow
+            more = found.rules[1:]
         except ApprovalError as refused:
             if refused.code in ("already_decided", "approval_denied"):
                 _back_to_decision(request, task, refused)  # the call or its edit is the matter
             error = refused
-    proposed = _proposed(task, rule_form.tool_input)
+    proposed = _proposed(task, run, rule_form.tool_input)
     shown_rule = rule if isinstance(rule, dict) else proposed  # a refused one is in the form
     # A glob cut from a command can hold a secret (`export TOKEN=… *`): masked, the page offers
     # the proposal as it is and a Reveal to edit it.
@@ -209,6 +213,7 @@ async def _allow_page(
             "title": render.title_of(render.masked(task)),
             "form": rule_form,
             "row": timeline.rule_rows([shown_rule if reveal else mask_value(shown_rule)])[0],
+            "more_rows": timeline.rule_rows([r if reveal else mask_value(r) for r in more]),
             "rule_json": json.dumps(shown_rule, ensure_ascii=False),
             "hides": hides,
             "revealed": reveal,
@@ -232,7 +237,7 @@ async def allow_form(request: web.Request) -> web.Response:
             message = "conflict: a question has no rule to learn"
             redirect(request, links.decision_path(task.run_id, task.key), message, "error")
         _back_to_decision(request, task, already_decided(task))
-    return await _allow_page(request, member, task, run, _form_of(task, None))
+    return await _allow_page(request, member, task, run, _form_of(task, run, None))
 
 
 async def allow_post(request: web.Request) -> web.Response:
@@ -242,7 +247,7 @@ async def allow_post(request: web.Request) -> web.Response:
     _, form = await checked_form(request)
     task, run = await _task_and_run(request, member)
     try:
-        rule_form = _form_of(task, form)
+        rule_form = _form_of(task, run, form)
     except edits.EditInvalid as problem:
         back = links.decision_path(task.run_id, task.key)
         redirect(request, back, f"invalid_request: {problem}", "error")
@@ -251,7 +256,7 @@ async def allow_post(request: web.Request) -> web.Response:
     service = state(request).core.service
     try:
         rule = rule_form.rule()
-        proposed = _proposed(task, rule_form.tool_input)
+        proposed = _proposed(task, run, rule_form.tool_input)
         allow = AllowSpec(rule_form.scope, None if rule == proposed else rule)
         ended = await service.approve(
             member,

@@ -17,6 +17,7 @@ from bot.domain import Event, Task
 from bot.durations import format_duration
 from bot.effects import known_keys
 from bot.masking import mask_text, mask_value
+from bot.rendering import command_rows, is_line_key, shows_commands, unseen_reasons
 
 BlockKind = Literal["command", "diff", "code", "json", "text"]
 _COMMAND_KEYS = ("command", "cmd", "script")
@@ -213,6 +214,24 @@ def clip_lines(lines: list[Line], max_lines: int = 40) -> tuple[list[Line], int]
     return [*lines[:head], marker, *lines[-tail:]], hidden
 
 
+@dataclass(frozen=True)
+class CommandView:
+    """One command of a judged shell line, as the page lists it."""
+
+    text: str
+    outcome: str  # granted | parked | failed
+    why: str
+    wrapper: bool  # a wrapper's own form (`timeout 5 rm x`), judged for denies only
+    marked: bool  # the one that made the call park, or refused it
+
+    @property
+    def note(self) -> str:
+        """What the marked one did, in words (the mark is never colour alone)."""
+        if not self.marked:
+            return ""
+        return {"parked": "parks here", "failed": "refused here"}.get(self.outcome, "decided here")
+
+
 @dataclass
 class ProfileView:
     summary: str
@@ -222,10 +241,14 @@ class ProfileView:
     reversible: bool | None
     derived: bool
     other: list[tuple[str, str]]
+    commands: list[CommandView] = field(default_factory=list)  # a compound line's, in order
+    unseen: list[str] = field(default_factory=list)  # why parts cannot be seen through
 
 
 def profile_view(profile: dict[str, Any] | None) -> ProfileView:
-    """The frozen effect profile as badges: effects, risk, reversibility, targets, the rest."""
+    """The frozen effect profile as badges: effects, risk, reversibility, targets, a shell
+    line's commands (when there are several, or parts that cannot be seen through), the rest.
+    Shown as given: the page masks the whole task first (`masked`) unless revealed."""
     profile = profile or {}
     effects = profile.get("effects")
     targets = profile.get("targets")
@@ -234,7 +257,11 @@ def profile_view(profile: dict[str, Any] | None) -> ProfileView:
     other = [
         (str(k), _scalar_text(v))
         for k, v in profile.items()
-        if k not in known_keys() and k != "derived"
+        if k not in known_keys() and k != "derived" and not is_line_key(k, v)
+    ]
+    listed = shows_commands(profile)
+    commands = [
+        CommandView(r.text, r.outcome, r.why, r.wrapper, r.marked) for r in command_rows(profile)
     ]
     return ProfileView(
         summary=str(profile.get("summary") or ""),
@@ -244,6 +271,8 @@ def profile_view(profile: dict[str, Any] | None) -> ProfileView:
         reversible=reversible if isinstance(reversible, bool) else None,
         derived=bool(profile.get("derived")),
         other=other,
+        commands=commands if listed else [],
+        unseen=unseen_reasons(profile) if listed else [],
     )
 
 

@@ -6,7 +6,8 @@ waits, so `approvalbot asks approve 3fa9c1` is easy to type; a unique prefix wor
 
 `approve --input JSON` approves the call as edited, `approve --allow run|profile` also learns a
 rule ("Approve & allow like this"), which `asks proposal ID` shows first with the past calls it
-would have allowed.
+would have allowed. `asks show ID` shows one decision in full: the call, why it waits, and a
+shell line's commands one per line, the one that made it park marked (secrets masked).
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ from adapters.http.client import UNEDITED, ApprovalbotError, Client, Decision, S
 from adapters.http.policy_models import LearnedRuleOut
 from bot.cli.common import fail
 from bot.cli.login import DEFAULT_URL, SURFACE, pick_workspace, profile_path, resolve
+from bot.masking import mask_text
+from bot.rendering import command_lines, render_call, shows_commands
 
 T = TypeVar("T")
 
@@ -148,6 +151,36 @@ def _table(asks: list[m.AskOut], width: int) -> Table:
     return table
 
 
+def detail_lines(ask: m.AskOut) -> list[str]:
+    """One decision in full, for `asks show`: what it is, why it waits, the call (or the
+    question), its effects, and a compound shell line's commands one per line with the one
+    that made it park marked "▶ … ← parks". Everything from the call is masked."""
+    sid = short_id(ask.run_id, ask.key)
+    head = f"{sid}  {_kind(ask)}" + ("" if ask.kind == "ask" else f"  {mask_text(ask.tool)}")
+    lines = [head, f"run: {mask_text(ask.run_title or ask.run_id)}"]
+    lines.append(f"why: {mask_text(ask.why) or 'no rule decides it'}")
+    if ask.deadline is not None:
+        lines.append(f"due: {_until(ask.deadline)}")
+    if ask.kind == "ask":
+        lines.append(f"question: {mask_text(ask.prompt or '')}")
+        if ask.options:
+            several = " (one or more)" if ask.multi else ""
+            lines.append(f"options{several}: " + ", ".join(mask_text(o) for o in ask.options))
+        return lines
+    code, extra = render_call(ask.tool_input)
+    if code is not None:
+        lines.append("call:")
+        lines.extend(f"  {line}" for line in code.text.splitlines())
+    lines.extend(f"{f.label.lower()}: {one_line(f.value, 200)}" for f in extra)
+    effects = _extra(ask)
+    if effects:
+        lines.append(f"effects: {mask_text(effects)}")
+    if shows_commands(ask.effect_profile):
+        lines.append("commands:")
+        lines.extend(f"  {line}" for line in command_lines(ask.effect_profile, limit=200))
+    return lines
+
+
 class Connection:
     """The service, the token and the workspace of one command: each from its flag, its
     environment variable or the CLI profile (`approvalbot login`, or the first start's)."""
@@ -221,8 +254,8 @@ def with_connection(func: Callable[..., Any]) -> Callable[..., Any]:
 @click.pass_context
 def asks(ctx: click.Context, url: str | None, token: str | None, workspace: str | None,
          as_json: bool) -> None:  # fmt: skip
-    """List what rests on people; decide with `approve`, `deny` or `answer` (`proposal` shows
-    the rule `approve --allow` would learn)."""
+    """List what rests on people; decide with `approve`, `deny` or `answer` (`show` shows one
+    in full, `proposal` the rule `approve --allow` would learn)."""
     if ctx.invoked_subcommand is not None:
         return
     conn = Connection(url, token, workspace)
@@ -447,6 +480,21 @@ def proposal(ctx: click.Context, /, decision_id: str, as_json: bool,
                        f"{past.run_id}/{past.key}")  # fmt: skip
     click.echo(f"learn it: approvalbot asks approve {sid} --allow run  (or --allow profile; "
                "--rule JSON to change it)")  # fmt: skip
+
+
+@asks.command()
+@click.argument("decision_id")
+@with_connection
+@click.pass_context
+def show(ctx: click.Context, /, decision_id: str, **_connection_options: str | None) -> None:
+    """One waiting decision in full: the call, why it waits, a shell line's commands."""
+
+    async def look(decision: Decision) -> None:
+        return None
+
+    decision, _ = _found(ctx, decision_id, "show", look)
+    for line in detail_lines(decision.task):
+        click.echo(line)
 
 
 @asks.command()

@@ -86,7 +86,11 @@ class Calls(Recording):
                 tool_input=spec.tool_input,
                 state="granted",
                 created_at=now,
-                effect_profile=effects.normalise(spec.effect_profile, verdict.tool, spec.tool_input)
+                # How each command of a shell line was judged is the service's to say, never
+                # the agent's: its own `commands`/`unseen` are dropped.
+                effect_profile=effects.normalise(
+                    effects.without_judgement(spec.effect_profile), verdict.tool, spec.tool_input
+                )
                 | judged.profile_part(),
                 failure_policy=spec.failure_policy,  # type: ignore[arg-type]
                 why=verdict.why,

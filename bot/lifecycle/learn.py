@@ -62,68 +62,90 @@ class Learning(Recording):
             )
         return tool_input
 
+    def _proposed(self, run: Run, task: Task, tool_input: Any) -> list[dict[str, Any]]:
+        """The rules "Approve & allow like this" proposes: on a shell path one per command the
+        run does not already grant."""
+
+        def granted(call_input: Any) -> bool:
+            verdict = self.evaluate(
+                run, tool_name=task.tool_name, tool_input=call_input, origin=task.origin
+            )
+            return verdict.outcome == "granted"
+
+        return learning.propose_all(task.tool, tool_input, task.origin, run.shell_commands, granted)
+
     def _rule_to_learn(
         self, run: Run, task: Task, allow: AllowSpec | None, approved_input: Any
-    ) -> dict[str, Any] | None:
-        """The checked rule an approve asks to learn, from the approved input (the edited one
-        when there is one); None without `allow`."""
+    ) -> list[dict[str, Any]] | None:
+        """The checked rules an approve asks to learn (the person's one, or every proposed
+        one), from the approved input (the edited one when there is one); None without
+        `allow`."""
         if allow is None:
             return None
         learning.check_scope(allow, run.profile)
         tool_input = task.tool_input if approved_input is None else approved_input
-        rule = allow.rule
-        if rule is None:
-            rule = learning.propose(task.tool, tool_input, task.origin)
-        return learning.check_rule(
-            rule,
-            tool_name=task.tool_name,
-            tool_input=tool_input,
-            origin=task.origin,
-            aliases=dict(run.aliases),
-        )
+        rules = [allow.rule] if allow.rule is not None else self._proposed(run, task, tool_input)
+        return [
+            learning.check_rule(
+                rule,
+                tool_name=task.tool_name,
+                tool_input=tool_input,
+                origin=task.origin,
+                aliases=dict(run.aliases),
+                shell_commands=run.shell_commands,
+            )
+            for rule in rules
+        ]
 
     async def _learn(
         self,
         tx: Tx,
         run: Run,
         task: Task,
-        rule: dict[str, Any],
+        rules: list[dict[str, Any]],
         scope: str,
         principal: Principal,
         via: str,
-    ) -> LearnedRule:
-        """Keep the rule: in the workspace's list, on this run (it applies here from the next
-        call, whatever the scope), and in the log naming the decision it came from."""
+    ) -> list[LearnedRule]:
+        """Keep the rules: in the workspace's list, on this run (they apply here from the next
+        call, whatever the scope), and in the log naming the decision they came from."""
         at = self.clock.now()
-        learned = LearnedRule(
-            id=ordered_id("lrn"),  # sorts by time: the list is oldest first
-            workspace_id=run.workspace_id,
-            rule=rule,
-            scope=scope,
-            profile=run.profile if scope == "profile" else None,
-            run_id=run.id if scope == "run" else None,
-            added_by=principal.name,
-            from_run_id=run.id,
-            from_key=task.key,
-            at=at,
-        )
+        kept: list[dict[str, Any]] = []
         if scope == "profile":
-            # The runs declared from the profile get all of its rules: keep them declarable.
-            kept = await tx.learned_rules(run.workspace_id, profile=run.profile)
-            learning.with_rule([{"id": r.id, "rule": r.rule} for r in kept], learned.id, rule)
-        grown = learning.with_rule(run.learned_rules, learned.id, rule)
-        await tx.insert_learned_rule(learned)
+            found = await tx.learned_rules(run.workspace_id, profile=run.profile)
+            kept = [{"id": r.id, "rule": r.rule} for r in found]
+        grown = list(run.learned_rules)
+        added: list[LearnedRule] = []
+        for rule in rules:
+            learned = LearnedRule(
+                id=ordered_id("lrn"),  # sorts by time: the list is oldest first
+                workspace_id=run.workspace_id,
+                rule=rule,
+                scope=scope,
+                profile=run.profile if scope == "profile" else None,
+                run_id=run.id if scope == "run" else None,
+                added_by=principal.name,
+                from_run_id=run.id,
+                from_key=task.key,
+                at=at,
+            )
+            if scope == "profile":
+                # The runs declared from the profile get all of its rules: keep them declarable.
+                kept = learning.with_rule(kept, learned.id, rule)
+            grown = learning.with_rule(grown, learned.id, rule)
+            await tx.insert_learned_rule(learned)
+            detail = {
+                "rule_id": learned.id,
+                "rule": rule,
+                "scope": scope,
+                "profile": learned.profile,
+                "from": {"run_id": run.id, "key": task.key},
+            }
+            await tx.add_log([log_entry(run, task, "learned_rule", principal, via, detail, at)])
+            added.append(learned)
         await tx.set_learned_rules(run.id, grown)
-        detail = {
-            "rule_id": learned.id,
-            "rule": rule,
-            "scope": scope,
-            "profile": learned.profile,
-            "from": {"run_id": run.id, "key": task.key},
-        }
-        await tx.add_log([log_entry(run, task, "learned_rule", principal, via, detail, at)])
         self._runs.pop(run.id, None)  # its frozen copy is stale now
-        return learned
+        return added
 
     async def proposal(
         self,
@@ -157,18 +179,22 @@ class Learning(Recording):
             approved = task.reviewed_input
         call_input = task.tool_input if approved is None else approved
         if rule is None:
-            proposed = learning.propose(task.tool, call_input, task.origin)
+            rules = self._proposed(run, task, call_input)
         else:
-            proposed = learning.check_rule(
-                rule,
-                tool_name=task.tool_name,
-                tool_input=call_input,
-                origin=task.origin,
-                aliases=dict(run.aliases),
-                at="rule",
-            )
-        past = (call for call in calls if call.id != task.id)
-        return Proposal(proposed, learning.replayed(proposed, past))
+            rules = [
+                learning.check_rule(
+                    rule,
+                    tool_name=task.tool_name,
+                    tool_input=call_input,
+                    origin=task.origin,
+                    aliases=dict(run.aliases),
+                    at="rule",
+                    shell_commands=run.shell_commands,
+                )
+            ]
+        past = [call for call in calls if call.id != task.id]
+        would_allow = learning.replayed(rules[0], past, shell_commands=run.shell_commands)
+        return Proposal(rules[0], would_allow, tuple(rules))
 
     async def learned_rules(self, principal: Principal, workspace_id: str) -> list[LearnedRule]:
         """Every rule learned in the workspace (both scopes), oldest first."""

@@ -83,22 +83,22 @@ class Reviews(Quorum):
                 if approved_input is None and not as_proposed
                 else approved_input
             )
-            rule = self._rule_to_learn(run, task, allow, edit)
+            rules = self._rule_to_learn(run, task, allow, edit)
             # Counted (or refused: 403/409) by bot/lifecycle/quorum.py; under a quorum the
             # input approved is the one the count is for (an edit restarts it).
             counted, approved_input = await self._count_review(
                 tx, run, task, principal, verdict, reason, via, now, approved_input, as_proposed
             )
             if counted is not None:  # an approval counted toward a quorum not yet met
-                if rule is not None:
+                if rules is not None:
                     raise invalid("allow: only the approval that ends the decision learns")
                 ended = counted
             elif verdict == "approve":
                 ending = Ending("granted", now, principal.name, via, approved_input=approved_input)
                 detail = edit_detail(task, approved_input)
                 ended = await self._end(tx, run, task, ending, "approved", principal, detail)
-                if rule is not None and allow is not None:
-                    await self._learn(tx, run, ended, rule, allow.scope, principal, via)
+                if rules is not None and allow is not None:
+                    await self._learn(tx, run, ended, rules, allow.scope, principal, via)
             else:
                 error = {
                     "code": errors.APPROVAL_DENIED,
