@@ -256,9 +256,9 @@ async def withdrawn(hook: Hook, run_id: str, key: str) -> None:
 
 
 async def test_nobody_decides_in_time(hook: Hook) -> None:
-    asked = await hook.start(claude("Bash", {"command": "ls"}, "toolu_t1"), "--wait", "1")
+    asked = await hook.start(claude("Bash", {"command": "make build"}, "toolu_t1"), "--wait", "1")
     denied = await hook.start(
-        claude("Bash", {"command": "ls -la"}, "toolu_t2"), "--wait", "1s", "--on-timeout", "deny"
+        claude("Bash", {"command": "make test"}, "toolu_t2"), "--wait", "1s", "--on-timeout", "deny"
     )
     _, out, _ = await asked
     assert "nobody decided within 1 s" in decision(out, "ask")
@@ -291,7 +291,7 @@ async def test_a_service_failing_mid_wait_answers_on_error_and_withdraws_the_cal
     app = web.Application()
     app.router.add_route("*", "/{tail:.*}", forward)
     async with serving(app) as (_, url):
-        bash = claude("Bash", {"command": "ls"}, "toolu_m")
+        bash = claude("Bash", {"command": "make build"}, "toolu_m")
         out, err = await hook(bash, APPROVALBOT_URL=url)
         assert "502" in decision(out, "ask") and "502" in err
     run_id = hook.remembered()
@@ -303,7 +303,7 @@ FORWARDED = ("authorization", "content-type", "accept", "user-agent")
 
 
 async def test_service_down_and_bad_token_answer_on_error(hook: Hook) -> None:
-    bash = claude("Bash", {"command": "ls"}, "toolu_x")
+    bash = claude("Bash", {"command": "make build"}, "toolu_x")
     down = f"http://127.0.0.1:{closed_port()}"
     out, err = await hook(bash, APPROVALBOT_URL=down)
     assert "cannot reach" in decision(out, "ask")
@@ -324,7 +324,7 @@ async def test_a_blackholed_service_answers_on_error_within_the_connect_bound(
     """A service that never takes the connection: the hook says so after its 5 s connect
     bound (adapters/claude_code/wire.py), not after a request's whole timeout."""
     started = time.monotonic()
-    out, err = await hook(claude("Bash", {"command": "ls"}, "toolu_b"), APPROVALBOT_URL=blackholed)
+    out, err = await hook(claude("Bash", {"command": "make build"}, "toolu_b"), APPROVALBOT_URL=blackholed)
     assert "cannot reach" in decision(out, "ask") and "timed out" in err
     assert time.monotonic() - started < 25  # the bound is 5 s; before, 30 s
 
@@ -337,7 +337,7 @@ async def test_a_5xx_answers_on_error(hook: Hook) -> None:
     app = web.Application()
     app.router.add_route("*", "/{tail:.*}", broken)
     async with serving(app) as (_, url):
-        bash = claude("Bash", {"command": "ls"}, "toolu_5")
+        bash = claude("Bash", {"command": "make build"}, "toolu_5")
         out, err = await hook(bash, APPROVALBOT_URL=url)
         assert "500" in decision(out, "ask") and "boom" in err
         out, _ = await hook(bash, "--on-error", "deny", APPROVALBOT_URL=url)

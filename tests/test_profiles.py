@@ -31,13 +31,18 @@ async def test_claude_code_profile_reads_granted_the_rest_parked(sqlite_store: S
     run = await core.service.declare_run(agent, "w", RunSpec(profile="claude-code"))
     outcomes = {}
     for tool, tool_input in (("Read", {"file_path": "a"}), ("Grep", {"pattern": "x"}),
-                             ("Bash", {"command": "ls"}), ("mcp__gh__create_pr", {})):  # fmt: skip
-        receipt = await core.service.append(agent, "w", run.id, CallSpec(tool, tool_input))
+                             ("Bash", {"command": "ls -la | head"}),
+                             ("Bash ", {"command": "ls && rm -rf build"}),
+                             ("mcp__gh__create_pr", {})):  # fmt: skip
+        receipt = await core.service.append(
+            agent, "w", run.id, CallSpec(tool.strip(), tool_input)
+        )
         outcomes[tool] = (receipt.task.tool, receipt.task.state)
     assert outcomes == {
         "Read": ("read", "granted"),
         "Grep": ("grep", "granted"),
-        "Bash": ("bash", "needs_approval"),
+        "Bash": ("bash", "granted"),  # a read-only line, judged command by command
+        "Bash ": ("bash", "needs_approval"),  # `rm` chained after a granted `ls`
         "mcp__gh__create_pr": ("mcp__gh__create_pr", "needs_approval"),
     }
     mine = await core.service.declare_run(agent, "w", RunSpec(profile="mine"))

@@ -156,4 +156,4 @@ def test_config_example_documents_every_key_and_loads() -> None:
 def test_the_demo_policy_is_the_example_profile() -> None:
     profile = load_settings(ROOT / "config.example.toml").profiles["demo"].model_dump()
     no_quorum = {"approval_requirements": [], "forbid_self_approval": False}
-    assert profile == DEMO_PROFILE | {"tool_names": None} | no_quorum
+    assert profile == DEMO_PROFILE | {"tool_names": None, "shell_commands": []} | no_quorum

@@ -69,7 +69,9 @@ class LineVerdict:
 
     def profile_part(self) -> dict[str, Any]:
         """What the frozen effect profile shows of the line: the commands, one per entry."""
-        if not self.judged:
+        # A line of one command shows nothing the call itself does not.
+        needing = sum(1 for c in self.commands if c.needs_grant)
+        if not self.judged or (needing <= 1 and not self.unseen):
             return {}
         part: dict[str, Any] = {"commands": [c.to_json() for c in self.commands]}
         if self.unseen:
