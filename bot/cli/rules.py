@@ -3,6 +3,10 @@
 
 `check --calls` over a log of past calls is policy replay: try a new rule list on what agents
 actually did before deploying it. `--format table` prints a readable table and a summary.
+
+A rules file is a JSON array of rules, or an object `{"approval_rules": [...],
+"shell_commands": [...]}`; `--shell bash:command` (repeatable) adds a shell path, where a line
+is judged command by command as a run with `shell_commands` judges it (bot/rules/compound.py).
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from typing import Any, NoReturn
 import click
 
 from bot.errors import ApprovalError
-from bot.rules import MODES, ORIGINS, Policy, RulesInvalid, Verdict, compile_policy
+from bot.rules import MODES, ORIGINS, Policy, RulesInvalid, Verdict, compile_policy, compound
 
 
 def _exit(lines: list[str], code: int = 2) -> NoReturn:
@@ -56,12 +60,50 @@ def rules() -> None:
     """Validate approval rule lists and try them on calls."""
 
 
+def _shell_entries(values: tuple[str, ...]) -> list[dict[str, str]]:
+    """`--shell bash:command` -> `{"tool": "bash", "path": "command"}`."""
+    entries: list[dict[str, str]] = []
+    for value in values:
+        tool, sep, path = value.rpartition(":")
+        if not sep or not tool or not path:
+            raise click.BadParameter(f"{value!r} is not TOOL:PATH", param_hint="--shell")
+        entries.append({"tool": tool, "path": path})
+    return entries
+
+
+def _declaration(file: str, shell: tuple[str, ...]) -> tuple[Any, list[dict[str, str]]]:
+    """The rules of a file (an array, or an object with `approval_rules` and
+    `shell_commands`) and its shell paths with `--shell`'s, checked (exit 2 naming problems)."""
+    loaded = _load_json(file)
+    entries: Any = []
+    rules_value = loaded
+    if isinstance(loaded, dict):
+        unknown = sorted(set(loaded) - {"approval_rules", "shell_commands"})
+        if unknown:
+            _exit([f"{file}: {unknown[0]}: unknown key (approval_rules, shell_commands)"])
+        rules_value = loaded.get("approval_rules", [])
+        entries = loaded.get("shell_commands", [])
+    try:
+        checked = compound.check_shell_commands(entries)
+        checked = compound.merged(checked, _shell_entries(shell))
+    except ApprovalError as error:
+        _exit(error.detail.split("; "))
+    return rules_value, checked
+
+
+_SHELL_HELP = "A shell path TOOL:PATH (e.g. bash:command): its lines are judged per command."
+
+
 @rules.command("validate")
 @click.argument("file", type=click.Path(dir_okay=False, allow_dash=True))
-def validate_command(file: str) -> None:
-    """Check a rule list (a JSON array). Exit 0 and `ok: N rules`, or 2 with every problem."""
-    policy = _compile(_load_json(file))
-    click.echo(f"ok: {len(policy.rules_json)} rules")
+@click.option("--shell", "shell", multiple=True, metavar="TOOL:PATH", help=_SHELL_HELP)
+def validate_command(file: str, shell: tuple[str, ...]) -> None:
+    """Check a rule list (a JSON array, or an object with `approval_rules` and
+    `shell_commands`). Exit 0 and `ok: N rules`, or 2 with every problem."""
+    rules_value, entries = _declaration(file, shell)
+    policy = _compile(rules_value)
+    paths = f", {len(entries)} shell path{'s' if len(entries) != 1 else ''}" if entries else ""
+    click.echo(f"ok: {len(policy.rules_json)} rules{paths}")
 
 
 def _parse_aliases(values: tuple[str, ...]) -> dict[str, str]:
@@ -193,6 +235,7 @@ def _render_table(
     help='JSON Lines, one call a line: {"tool", "input", "origin"?, "member"?}.',
 )
 @click.option("--alias", "alias_values", multiple=True, metavar="FROM=TO", help="Repeatable.")
+@click.option("--shell", "shell", multiple=True, metavar="TOOL:PATH", help=_SHELL_HELP)
 @click.option(
     "--tool-names",
     help="Comma-separated declared tools; calls outside them fail tool_not_declared.",
@@ -213,6 +256,7 @@ def check_command(
     member: bool,
     calls_file: str | None,
     alias_values: tuple[str, ...],
+    shell: tuple[str, ...],
     tool_names: str | None,
     output_format: str,
 ) -> None:
@@ -222,7 +266,9 @@ def check_command(
     if calls_file is not None and (input_json is not None or member or origin != "model"):
         raise click.UsageError("--input, --origin and --member go with --tool, not --calls")
     aliases = _parse_aliases(alias_values)
-    policy = _compile(_load_json(rules_file), aliases)
+    rules_value, entries = _declaration(rules_file, shell)
+    policy = _compile(rules_value, aliases)
+    shell_paths = compound.compile_shell(entries)
     declared = None
     if tool_names is not None:
         declared = frozenset(n.strip() for n in tool_names.split(",") if n.strip())
@@ -239,27 +285,39 @@ def check_command(
         assert calls_file is not None
         calls = _read_calls(calls_file)
 
-    verdicts: list[Verdict] = []
+    judged: list[compound.LineVerdict] = []
     for call in calls:
-        try:
-            verdict = policy.evaluate(
+
+        def decide(call_input: Any, call: dict[str, Any] = call) -> Verdict:
+            return policy.evaluate(
                 tool_name=call["tool"],
-                tool_input=call["input"],
+                tool_input=call_input,
                 origin=call["origin"],
                 mode=mode,  # type: ignore[arg-type]
                 member=call["member"],
                 tool_names=declared,
             )
+
+        try:
+            line = compound.judge(
+                decide, call["input"], shell_paths, mode=mode, origin=call["origin"]
+            )
         except ApprovalError as error:  # pragma: no cover - inputs are checked above
             _exit([f"line {call.get('line', 1)}: {error.detail}"])
-        verdicts.append(verdict)
+        judged.append(line)
 
+    verdicts = [line.verdict for line in judged]
     if output_format == "table":
         _render_table(policy, calls, verdicts, mode)
         return
     out = sys.stdout
-    for verdict in verdicts:
-        out.write(json.dumps(verdict.to_json(), ensure_ascii=False) + "\n")
+    for line in judged:
+        body = line.verdict.to_json()
+        if line.judged:  # a shell line: how each of its commands was judged
+            body["commands"] = [c.to_json() for c in line.commands]
+            if line.unseen:
+                body["unseen"] = list(line.unseen)
+        out.write(json.dumps(body, ensure_ascii=False) + "\n")
     out.flush()
 
 

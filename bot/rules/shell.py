@@ -59,6 +59,8 @@ FIND_ACTIONS = frozenset(
 )
 OUTPUT_OPERATORS = frozenset({">", ">>", "&>", "&>>", ">|", ">&", "<>"})
 ROOT_WRAPPERS = frozenset({"sudo", "doas"})
+# Nodes that hold no command: text, and the markers around a heredoc.
+_DATA = frozenset({"comment", "heredoc_start", "heredoc_end", "string_content", "raw_string"})
 
 # Per wrapper: options that take the next word as their value (an attached value, `-uroot`
 # or `--user=root`, is one word), and whether a first positional word precedes the command.
@@ -124,49 +126,50 @@ class _Reader:
 
     # -- the walk ------------------------------------------------------------------------------
 
-    def walk(self, node: Node, depth: int, backticks: bool = False) -> None:
+    def walk(self, root: Node, depth: int, backticks: bool = False) -> None:
+        """Every command under `root`. Lists and pipelines nest as deep as the line is long,
+        so the tree is walked with a stack; only a command's own parts (substitutions in its
+        words) are walked by recursion, `depth` deep at most."""
         if depth > MAX_DEPTH:
             self.note("nested too deeply to read")
             return
-        kind = node.type
-        if kind == "command":
-            self.command(node, depth, backticks)
-        elif kind == "pipeline":
-            after_pipe = False
-            for child in node.children:
-                if child.type in ("|", "|&"):
-                    after_pipe = True
-                    continue
-                if after_pipe:
-                    name = self.inner_name(child)
-                    if name in INTERPRETERS:
-                        self.note(f"pipes into {name}")
-                self.walk(child, depth + 1, backticks)
-        elif kind == "redirected_statement":
-            for child in node.children:
-                if child.type.endswith("_redirect"):
-                    self.redirect(child, depth, backticks)
-                else:
-                    self.walk(child, depth + 1, backticks)
-            body = node.child_by_field_name("body")
-            name = None if body is None else self.inner_name(body)
-            if name in INTERPRETERS and any(self.feeds_input(c) for c in node.children):
-                self.note(f"feeds code to {name}")
-        elif kind.endswith("_redirect"):
-            self.redirect(node, depth, backticks)
-        elif kind == "command_substitution":
-            ticks = self.source[node.start_byte : node.start_byte + 1] == b"`"
-            for child in node.children:
-                self.walk(child, depth + 1, backticks or ticks)
-        elif kind == "ERROR":
-            self.note("does not parse")
-        elif kind in ("comment", "heredoc_start", "heredoc_end", "string_content", "raw_string"):
-            return
-        else:
-            if backticks and kind == "word" and "`" in self.text(node):
+        stack: list[tuple[Node, bool]] = [(root, backticks)]
+        while stack:
+            node, ticks = stack.pop()
+            kind = node.type
+            if kind == "command":
+                self.command(node, depth, ticks)
+                continue
+            if kind.endswith("_redirect"):
+                self.redirect(node, depth, ticks)
+                continue
+            if kind in _DATA:
+                continue
+            if kind == "ERROR":
+                self.note("does not parse")  # what it holds is still read, for the denies
+            elif kind == "pipeline":
+                self.pipeline(node)
+            elif kind == "redirected_statement":
+                body = node.child_by_field_name("body")
+                name = None if body is None else self.inner_name(body)
+                if name in INTERPRETERS and any(self.feeds_input(c) for c in node.children):
+                    self.note(f"feeds code to {name}")
+            elif kind == "command_substitution":
+                ticks = ticks or self.source[node.start_byte : node.start_byte + 1] == b"`"
+            elif ticks and kind == "word" and "`" in self.text(node):
                 self.note("nested backquotes")
-            for child in node.children:
-                self.walk(child, depth + 1, backticks)
+            stack.extend((child, ticks) for child in reversed(node.children))
+
+    def pipeline(self, node: Node) -> None:
+        """A stage after a pipe that is an interpreter runs what it is sent."""
+        after_pipe = False
+        for child in node.children:
+            if child.type in ("|", "|&"):
+                after_pipe = True
+            elif after_pipe:
+                name = self.inner_name(child)
+                if name in INTERPRETERS:
+                    self.note(f"pipes into {name}")
 
     def inner_name(self, node: Node) -> str | None:
         """The name of the command a pipeline stage runs, behind its wrappers."""
