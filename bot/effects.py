@@ -121,7 +121,7 @@ def check(profile: Any) -> None:
 
 # What the service itself writes into a profile: how each command of a shell line was judged
 # (bot/rules/compound.py). An agent's own profile never supplies these.
-JUDGEMENT_KEYS = ("commands", "unseen")
+JUDGEMENT_KEYS = ("commands", "unseen", "commands_not_shown")
 
 
 def without_judgement(profile: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from bot.errors import INVALID_REQUEST, TOOL_NOT_DECLARED, ApprovalError
+from bot.errors import INVALID_REQUEST, TOOL_NOT_DECLARED, ApprovalError, ErrorValue
 from bot.rules.engine import Verdict
 from bot.rules.globs import predicate
 from bot.rules.paths import Step, encode_text, path_steps
@@ -36,6 +36,8 @@ from bot.rules.validate import compact_json, json_type
 MAX_SHELL_ENTRIES = 16
 SHELL_KEYS = ("tool", "path")
 _SHOWN_TEXT = 200  # a command named in a reason is cut to this many characters
+_WHY_COMMANDS = 5  # a granted line's reason names this many of its commands
+PROFILE_COMMANDS = 50  # the effect profile lists this many (the marked one always)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +75,13 @@ class LineVerdict:
         needing = sum(1 for c in self.commands if c.needs_grant)
         if not self.judged or (needing <= 1 and not self.unseen):
             return {}
-        part: dict[str, Any] = {"commands": [c.to_json() for c in self.commands]}
+        rows = list(self.commands)
+        if len(rows) > PROFILE_COMMANDS:  # a long line: the first ones, and the marked one
+            marked = [c for c in rows[PROFILE_COMMANDS - 1 :] if c.marked]
+            rows = rows[: PROFILE_COMMANDS - len(marked)] + marked
+        part: dict[str, Any] = {"commands": [c.to_json() for c in rows]}
+        if len(rows) < len(self.commands):
+            part["commands_not_shown"] = len(self.commands) - len(rows)
         if self.unseen:
             part["unseen"] = list(self.unseen)
         return part
@@ -258,18 +266,40 @@ def _combine(
     mode: str,
     origin: str,
 ) -> LineVerdict:
-    matched = sorted({i for _, v in judged for i in v.matched})
+    seen_rules = {i for _, v in judged for i in v.matched}
     if whole.rule_index is not None and whole.outcome != "granted":
-        matched = sorted({*matched, *whole.matched})
+        seen_rules.update(whole.matched)
+    matched = tuple(sorted(seen_rules))
+    tool = whole.tool
 
-    def seen(verdict: Verdict, marked: Command | None = None) -> LineVerdict:
+    def seen(
+        outcome: str,
+        why: str,
+        rule_index: int | None,
+        error: ErrorValue | None = None,
+        marked: Command | None = None,
+        by_member: bool = False,
+    ) -> LineVerdict:
         rows = tuple(
             CommandVerdict(c.text, v.outcome, v.why, c.needs_grant, c is marked) for c, v in judged
         )
-        return LineVerdict(replace(verdict, matched=tuple(matched)), rows, unseen, True)
+        verdict = Verdict(outcome, tool, error, matched, rule_index, why, by_member)  # type: ignore[arg-type]
+        return LineVerdict(verdict, rows, unseen, True)
+
+    def same(
+        verdict: Verdict, why: str | None = None, marked: Command | None = None
+    ) -> LineVerdict:
+        return seen(
+            verdict.outcome,
+            verdict.why if why is None else why,
+            verdict.rule_index,
+            verdict.error,
+            at,
+            verdict.by_member,
+        )
 
     if not judged and not unseen:
-        return seen(whole)  # nothing runs (comments, assignments): the whole text decides
+        return same(whole)  # nothing runs (comments, assignments): the whole text decides
     # 1. a deny on the whole text or any one command; the first in list order speaks
     denials = [(v.rule_index or 0, i, c, v) for i, (c, v) in enumerate(judged) if _denied(v)]
     if _denied(whole):
@@ -277,35 +307,33 @@ def _combine(
     if denials:
         _, _, command, verdict = min(denials, key=lambda d: (d[0], d[1]))
         if command is None:
-            return seen(verdict)
-        why = f"{verdict.why} (in `{_shown(command.text)}`)"
-        return seen(replace(verdict, why=why), command)
-    tool = whole.tool
+            return same(verdict)
+        return same(verdict, f"{verdict.why} (in `{_shown(command.text)}`)", command)
     # 2. what cannot be seen through is for a person (never an allow's) in ask and rules mode
     if unseen and origin == "model" and mode != "bypass":
-        why = f"cannot be seen through: {'; '.join(unseen)}"
-        return seen(Verdict("parked", tool, None, (), None, why))
+        return seen("parked", f"cannot be seen through: {'; '.join(unseen)}", None)
     # 3. rules mode: a command no rule allows refuses the call
     for command, verdict in judged:
         if command.needs_grant and verdict.outcome == "failed":
             detail = f"no approval rule allows {_shown(command.text)}"
-            error = replace(verdict.error, detail=detail) if verdict.error else None
-            refused = replace(verdict, error=error, why=f"{detail} in rules mode")
-            return seen(refused, command)
+            error = ErrorValue(verdict.error.code, detail) if verdict.error else None
+            return seen("failed", f"{detail} in rules mode", None, error, command)
     # 4. a command that parks (a wrapper's form only by an ask rule), or an ask on the whole
     for command, verdict in judged:
         if verdict.outcome == "parked" and (command.needs_grant or verdict.rule_index is not None):
-            why = f"`{_shown(command.text)}` parks: {verdict.why}"
-            return seen(replace(verdict, why=why), command)
+            return same(verdict, f"`{_shown(command.text)}` parks: {verdict.why}", command)
     if whole.outcome == "parked" and whole.rule_index is not None:
-        return seen(whole)
+        return same(whole)
     # 5. every command granted on its own
     granted = [(c, v) for c, v in judged if c.needs_grant]
     if not granted:
-        return seen(whole)
+        return same(whole)
     first = granted[0][1]
     if len(granted) == 1:
-        return seen(first)
-    why = "every command granted: " + "; ".join(f"`{_shown(c.text)}` {v.why}" for c, v in granted)
+        return same(first)
+    shown = [f"`{_shown(c.text)}` {v.why}" for c, v in granted[:_WHY_COMMANDS]]
+    if len(granted) > _WHY_COMMANDS:
+        shown.append(f"and {len(granted) - _WHY_COMMANDS} more")
     by_member = any(v.by_member for _, v in granted)
-    return seen(Verdict("granted", tool, None, (), first.rule_index, why, by_member))
+    why = "every command granted: " + "; ".join(shown)
+    return seen("granted", why, first.rule_index, None, None, by_member)

@@ -30,14 +30,24 @@ from functools import lru_cache
 from typing import Literal
 
 import tree_sitter_bash
-from tree_sitter import Language, Node, Parser
+from tree_sitter import Language, Node, Parser, Query, QueryCursor
 
-_PARSER = Parser(Language(tree_sitter_bash.language()))
+_BASH = Language(tree_sitter_bash.language())
+_PARSER = Parser(_BASH)
+_QUERY = Query(
+    _BASH,
+    """
+    (command) @command
+    (file_redirect) @redirect
+    (pipeline) @pipeline
+    (redirected_statement) @redirected
+    (command_substitution) @substitution
+    """,
+)
 
-# Deeper nesting than this (substitutions in substitutions, `bash -c` in `bash -c`) is not seen
-# through: it only exists to hide something, and Python's own recursion must stay bounded.
-MAX_DEPTH = 64
+# `bash -c` in `bash -c` deeper than this is not seen through: it only exists to hide something.
 MAX_SHELL_NESTING = 8
+MAX_REASONS = 10  # why a line cannot be seen through: the first few say enough
 
 # A word that reads the same unquoted: written without its quotes.
 _PLAIN = re.compile(r"[A-Za-z0-9_@%+=:,./~^-]+")
@@ -59,8 +69,6 @@ FIND_ACTIONS = frozenset(
 )
 OUTPUT_OPERATORS = frozenset({">", ">>", "&>", "&>>", ">|", ">&", "<>"})
 ROOT_WRAPPERS = frozenset({"sudo", "doas"})
-# Nodes that hold no command: text, and the markers around a heredoc.
-_DATA = frozenset({"comment", "heredoc_start", "heredoc_end", "string_content", "raw_string"})
 
 # Per wrapper: options that take the next word as their value (an attached value, `-uroot`
 # or `--user=root`, is one word), and whether a first positional word precedes the command.
@@ -109,7 +117,11 @@ class _Word:
 
 
 class _Reader:
-    """One walk over a parsed line, collecting commands and what it cannot see through."""
+    """One pass over a parsed line, collecting commands and what it cannot see through.
+
+    A query (run by tree-sitter, in C) finds every command, redirection, pipeline and
+    substitution wherever it sits, so no Python walks the tree node by node and no nesting,
+    however deep, recurses here."""
 
     def __init__(self, source: bytes, nesting: int) -> None:
         self.source = source
@@ -118,47 +130,33 @@ class _Reader:
         self.opaque: list[str] = []
 
     def note(self, why: str) -> None:
-        if why not in self.opaque:
+        if why not in self.opaque and len(self.opaque) < MAX_REASONS:
             self.opaque.append(why)
 
     def text(self, node: Node) -> str:
         return self.source[node.start_byte : node.end_byte].decode("utf-8", "replace")
 
-    # -- the walk ------------------------------------------------------------------------------
-
-    def walk(self, root: Node, depth: int, backticks: bool = False) -> None:
-        """Every command under `root`. Lists and pipelines nest as deep as the line is long,
-        so the tree is walked with a stack; only a command's own parts (substitutions in its
-        words) are walked by recursion, `depth` deep at most."""
-        if depth > MAX_DEPTH:
-            self.note("nested too deeply to read")
-            return
-        stack: list[tuple[Node, bool]] = [(root, backticks)]
-        while stack:
-            node, ticks = stack.pop()
-            kind = node.type
-            if kind == "command":
-                self.command(node, depth, ticks)
-                continue
-            if kind.endswith("_redirect"):
-                self.redirect(node, depth, ticks)
-                continue
-            if kind in _DATA:
-                continue
-            if kind == "ERROR":
-                self.note("does not parse")  # what it holds is still read, for the denies
-            elif kind == "pipeline":
-                self.pipeline(node)
-            elif kind == "redirected_statement":
-                body = node.child_by_field_name("body")
-                name = None if body is None else self.inner_name(body)
-                if name in INTERPRETERS and any(self.feeds_input(c) for c in node.children):
-                    self.note(f"feeds code to {name}")
-            elif kind == "command_substitution":
-                ticks = ticks or self.source[node.start_byte : node.start_byte + 1] == b"`"
-            elif ticks and kind == "word" and "`" in self.text(node):
-                self.note("nested backquotes")
-            stack.extend((child, ticks) for child in reversed(node.children))
+    def read(self, root: Node) -> None:
+        if root.has_error:
+            self.note("does not parse")  # what it holds is still read, for the denies
+        found = QueryCursor(_QUERY).captures(root)
+        for node in found.get("substitution", ()):
+            if (
+                self.source[node.start_byte] == 0x60
+                and b"\\`" in self.source[node.start_byte : node.end_byte]
+            ):
+                self.note("nested backquotes")  # `a \`b\`` nests what the parse does not see
+        for node in found.get("pipeline", ()):
+            self.pipeline(node)
+        for node in found.get("redirected", ()):
+            body = node.child_by_field_name("body")
+            name = None if body is None else self.inner_name(body)
+            if name in INTERPRETERS and any(self.feeds_input(c) for c in node.children):
+                self.note(f"feeds code to {name}")
+        for node in found.get("redirect", ()):
+            self.redirect(node)
+        for node in sorted(found.get("command", ()), key=lambda n: n.start_byte):
+            self.command(node)
 
     def pipeline(self, node: Node) -> None:
         """A stage after a pipe that is an interpreter runs what it is sent."""
@@ -199,26 +197,21 @@ class _Reader:
                 return child.type
         return ""
 
-    def redirect(self, node: Node, depth: int, backticks: bool) -> None:
-        if node.type == "file_redirect" and self.operator(node) in OUTPUT_OPERATORS:
-            target = node.child_by_field_name("destination")
-            if target is None:
-                named = [c for c in node.named_children if c.type != "file_descriptor"]
-                target = named[-1] if named else None
-            word = None if target is None else self.word(target)
-            operator = self.operator(node)
-            dup = (
-                operator == ">&"
-                and word is not None
-                and (
-                    word.value == "-" or (word.value is not None and _DIGITS.fullmatch(word.value))
-                )
-            )
-            if not dup and (word is None or word.value != "/dev/null"):
-                shown = "?" if word is None else word.text
-                self.note(f"writes to {shown}")
-        for child in node.children:
-            self.walk(child, depth + 1, backticks)
+    def redirect(self, node: Node) -> None:
+        if self.operator(node) not in OUTPUT_OPERATORS:
+            return
+        target = node.child_by_field_name("destination")
+        if target is None:
+            named = [c for c in node.named_children if c.type != "file_descriptor"]
+            target = named[-1] if named else None
+        word = None if target is None else self.word(target)
+        dup = (
+            self.operator(node) == ">&"
+            and word is not None
+            and (word.value == "-" or (word.value is not None and _DIGITS.fullmatch(word.value)))
+        )
+        if not dup and (word is None or word.value != "/dev/null"):
+            self.note(f"writes to {'?' if word is None else _short(word.text)}")
 
     # -- one simple command --------------------------------------------------------------------
 
@@ -227,23 +220,37 @@ class _Reader:
         out: list[_Word] = []
         for child in node.children:
             kind = child.type
-            if kind == "variable_assignment" or kind.endswith("_redirect") or kind == "comment":
-                continue
-            if kind == "command_name":
+            if kind == "word":  # the common case, inline: a plain word is itself
+                written = self.text(child)
+                if "\\" not in written and _PLAIN.fullmatch(written):
+                    out.append(_Word(written, written))
+                else:
+                    out.append(self.word(child))
+            elif kind == "command_name":
                 named = child.named_children
                 out.append(self.word(named[0]) if named else _Word(self.text(child), None))
-            elif child.is_named:
+            elif kind in _NOT_WORDS or not child.is_named:
+                continue
+            else:
                 out.append(self.word(child))
         return out
 
-    def command(self, node: Node, depth: int, backticks: bool) -> None:
-        words = self.words(node)
+    def command(self, node: Node) -> None:
+        text = self.text(node)
+        if _PLAIN_COMMAND.fullmatch(text) and "=" not in text:
+            # plain words only (most commands): split as bash splits them, without visiting
+            # each word's node
+            self.command_words([_Word(word, word) for word in text.split()])
+        else:
+            self.command_words(self.words(node))
+
+    def command_words(self, words: list[_Word]) -> None:
         while words:
             name = words[0].value
             outer = len(self.commands)
             self.commands.append(Command(_join(words)))
             if name is None:
-                self.note(f"runs a command named by an expansion ({words[0].text})")
+                self.note(f"runs a command named by an expansion ({_short(words[0].text)})")
                 break
             if "/" in name and name.rstrip("/"):
                 name = name.rstrip("/").rsplit("/", 1)[-1]
@@ -256,11 +263,6 @@ class _Reader:
             if inner is None:
                 break
             words = inner
-        for child in node.children:  # substitutions anywhere in it run too
-            if child.type.endswith("_redirect"):
-                self.redirect(child, depth, backticks)
-            else:
-                self.walk(child, depth + 1, backticks)
 
     def judge_name(self, name: str, words: list[_Word]) -> bool:
         """Notes what this command does that rules cannot see into. True when it is a shell
@@ -275,7 +277,7 @@ class _Reader:
             for word in words[1:]:
                 if word.value is None or (not word.value.startswith("-")):
                     if word.value != "/dev/null":
-                        self.note(f"writes to {word.text}")
+                        self.note(f"writes to {_short(word.text)}")
         elif name == "env" and any(w.value in ("-S", "--split-string") for w in words[1:]):
             self.note("env -S splits its own command line")
         elif name == "time" and any(w.value in ("-o", "--output") for w in words[1:]):
@@ -335,6 +337,11 @@ def _unescape_double(written: str) -> str:
     return re.sub(r'\\([$`"\\\n])', lambda m: "" if m.group(1) == "\n" else m.group(1), written)
 
 
+def _short(text: str) -> str:
+    """A word as a reason names it: cut, so a reason stays a line."""
+    return text if len(text) <= 60 else text[:59] + "…"
+
+
 def _join(words: list[_Word]) -> str:
     return " ".join(word.text for word in words)
 
@@ -382,13 +389,61 @@ def _shell_script(words: list[_Word]) -> str | Literal[False] | None:
 
 def _read(line: str, nesting: int = 0) -> ShellLine:
     source = line.encode("utf-8", "surrogatepass")
-    tree = _PARSER.parse(source)
     reader = _Reader(source, nesting)
-    root = tree.root_node
-    if root.has_error:
-        reader.note("does not parse")
-    reader.walk(root, 0)
+    if not _read_plain(line, reader):
+        reader.read(_PARSER.parse(source).root_node)
     return ShellLine(tuple(dict.fromkeys(reader.commands)), tuple(reader.opaque))
+
+
+# The fast path. Most lines an agent runs are plain words joined by `&&`, `||`, `;`, `|` and
+# `&`: no quotes, expansions, redirections, comments, keywords or new lines. For those the
+# grammar has nothing to add, and reading the words costs a fraction of the parse (which is
+# about 0.15 µs a byte). Anything else, or anything the grammar would call an error, goes to
+# the parser. tests/test_shell_corpus.py holds the two to the same result on such lines.
+_PLAIN_LINE = re.compile(r"[A-Za-z0-9_@%+=:,./~^*\- \t;&|]*")
+_PLAIN_COMMAND = re.compile(r"[A-Za-z0-9_@%+:,./~^*][A-Za-z0-9_@%+:,./~^*\- \t]*")
+_NOT_WORDS = frozenset(
+    {"variable_assignment", "file_redirect", "heredoc_redirect", "herestring_redirect", "comment"}
+)
+_OPERATOR = re.compile(r"(&&|\|\||\|&|;|\||&)")
+_RESERVED = frozenset(
+    "if then else elif fi case esac for select while until do done in function coproc".split()
+)
+
+
+def _read_plain(line: str, reader: _Reader) -> bool:
+    """Read a line of plain words and list operators into `reader`; False (nothing read) for
+    any other line."""
+    if not _PLAIN_LINE.fullmatch(line):
+        return False
+    parts = _OPERATOR.split(line)
+    stages: list[tuple[list[str], bool]] = []  # (words, after a pipe)
+    after_pipe = False
+    for index in range(0, len(parts), 2):
+        words = parts[index].split()
+        operator = parts[index + 1] if index + 1 < len(parts) else None
+        if not words:
+            # only the very end may be empty, after `;` or `&` (or the line is blank)
+            if operator is not None or (index and parts[index - 1] not in (";", "&")):
+                return False
+            continue
+        if _RESERVED.intersection(words) or any(word[0] == "=" for word in words):
+            return False  # keywords; `==` reads as a test's operator to the grammar
+        stages.append((words, after_pipe))
+        after_pipe = operator in ("|", "|&")
+    for words, _ in stages:
+        if "=" in words[0] or words[0][0] == "-":
+            return False  # assignments, and words the grammar reads its own way: it decides
+    for words, piped in stages:
+        plain = [_Word(word, word) for word in words]
+        if piped and plain:
+            inner = plain
+            while (behind := _behind_wrapper(inner)) is not None:
+                inner = behind
+            if inner[0].value in INTERPRETERS:
+                reader.note(f"pipes into {inner[0].value}")
+        reader.command_words(plain)
+    return True
 
 
 @lru_cache(maxsize=4096)
