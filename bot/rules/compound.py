@@ -294,7 +294,7 @@ def _combine(
             verdict.why if why is None else why,
             verdict.rule_index,
             verdict.error,
-            at,
+            marked,
             verdict.by_member,
         )
 
