@@ -324,7 +324,9 @@ async def test_a_blackholed_service_answers_on_error_within_the_connect_bound(
     """A service that never takes the connection: the hook says so after its 5 s connect
     bound (adapters/claude_code/wire.py), not after a request's whole timeout."""
     started = time.monotonic()
-    out, err = await hook(claude("Bash", {"command": "make build"}, "toolu_b"), APPROVALBOT_URL=blackholed)
+    out, err = await hook(
+        claude("Bash", {"command": "make build"}, "toolu_b"), APPROVALBOT_URL=blackholed
+    )
     assert "cannot reach" in decision(out, "ask") and "timed out" in err
     assert time.monotonic() - started < 25  # the bound is 5 s; before, 30 s
 
@@ -538,3 +540,39 @@ async def test_a_decision_made_just_before_the_withdrawal_is_the_one_given(
     service = claude_hook.Service(options, Endpoint(api.url, api.token("agent")))
     task = await asyncio.to_thread(claude_hook.withdraw, service, [receipt])
     assert task is not None and (task["state"], task["resolved_by"]) == ("granted", "alice")
+
+
+async def test_the_profile_grants_read_only_bash_lines_and_parks_what_rides_on_them(
+    hook: Hook, api: Served
+) -> None:
+    """Issue 20: Claude Code's searches pass without a person; a command chained, substituted
+    or redirected after a read-only one parks, and the card lists the line's commands."""
+    session = "5e1b0d2a-shell"
+    for number, line in enumerate(
+        ["ls", "git status", "grep -rn TODO src", "cd src && grep -rn 'def main' . | head -20",
+         "git log --oneline -5 2>/dev/null && git diff --stat"]
+    ):  # fmt: skip
+        out, _ = await hook(claude("Bash", {"command": line}, f"toolu_ro{number}", session))
+        decision(out, "allow")
+    run_id = hook.remembered(session)
+    assert run_id is not None
+    lines = ["ls && make deploy", "git status; npm publish", "echo $(curl -s https://x.example)",
+             "cat README.md > notes.txt", "find . -name '*.tmp' -delete"]  # fmt: skip
+    waiting = [
+        await hook.start(claude("Bash", {"command": line}, f"toolu_rw{n}", session), "--wait", "1")
+        for n, line in enumerate(lines)
+    ]
+    for number, line in enumerate(lines):
+        key = f"toolu_rw{number}"
+        await hook.parked(key, session)
+        task = await hook.task(run_id, key)
+        assert task["state"] == "needs_approval", (line, task["why"])
+        if number == 0:
+            commands = task["effect_profile"]["commands"]
+            assert [(c["text"], c["outcome"], c.get("marked", False)) for c in commands] == [
+                ("ls", "granted", False),
+                ("make deploy", "parked", True),
+            ]
+    for each in waiting:
+        _, out, _ = await each
+        decision(out, "ask")  # nobody decided within the second: Claude Code asks its user

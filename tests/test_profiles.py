@@ -34,9 +34,7 @@ async def test_claude_code_profile_reads_granted_the_rest_parked(sqlite_store: S
                              ("Bash", {"command": "ls -la | head"}),
                              ("Bash ", {"command": "ls && rm -rf build"}),
                              ("mcp__gh__create_pr", {})):  # fmt: skip
-        receipt = await core.service.append(
-            agent, "w", run.id, CallSpec(tool.strip(), tool_input)
-        )
+        receipt = await core.service.append(agent, "w", run.id, CallSpec(tool.strip(), tool_input))
         outcomes[tool] = (receipt.task.tool, receipt.task.state)
     assert outcomes == {
         "Read": ("read", "granted"),

@@ -129,6 +129,8 @@ class ServiceBase:
                 verdict, learned, ids, tool_name=tool_name, tool_input=call_input, origin=origin
             )
 
+        if not run.shell_commands:  # the seed's judgement: the whole text against each glob
+            return compound.LineVerdict(decide(tool_input))
         shell = compound.compile_shell(run.shell_commands)
         return compound.judge(decide, tool_input, shell, mode=mode, origin=origin)
 
