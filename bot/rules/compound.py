@@ -24,7 +24,7 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 from bot.errors import INVALID_REQUEST, TOOL_NOT_DECLARED, ApprovalError, ErrorValue
 from bot.rules.engine import Verdict
@@ -40,8 +40,7 @@ _WHY_COMMANDS = 5  # a granted line's reason names this many of its commands
 PROFILE_COMMANDS = 50  # the effect profile lists this many (the marked one always)
 
 
-@dataclass(frozen=True, slots=True)
-class CommandVerdict:
+class CommandVerdict(NamedTuple):
     """One command of a judged line: its text, how it alone was judged, and whether it is the
     one that decided (parked or refused) the call."""
 
@@ -60,14 +59,33 @@ class CommandVerdict:
         return body
 
 
-@dataclass(frozen=True, slots=True)
 class LineVerdict:
-    """The verdict on a call with a shell line, and how each of its commands was judged."""
+    """The verdict on a call with a shell line, and how each of its commands was judged (the
+    rows are built when asked for: most calls never are)."""
 
-    verdict: Verdict
-    commands: tuple[CommandVerdict, ...] = ()
-    unseen: tuple[str, ...] = ()  # why parts of the line cannot be seen through
-    judged: bool = False  # False: no shell path applied; `verdict` is the plain one
+    __slots__ = ("_marked", "_pairs", "judged", "unseen", "verdict")
+
+    def __init__(
+        self,
+        verdict: Verdict,
+        pairs: Sequence[tuple[Command, Verdict]] = (),
+        unseen: tuple[str, ...] = (),
+        judged: bool = False,  # False: no shell path applied; `verdict` is the plain one
+        marked: Command | None = None,
+    ) -> None:
+        self.verdict = verdict
+        self._pairs = pairs
+        self.unseen = unseen  # why parts of the line cannot be seen through
+        self.judged = judged
+        self._marked = marked
+
+    @property
+    def commands(self) -> tuple[CommandVerdict, ...]:
+        marked = self._marked
+        return tuple(
+            CommandVerdict(c.text, v.outcome, v.why, c.needs_grant, c is marked)
+            for c, v in self._pairs
+        )
 
     def profile_part(self) -> dict[str, Any]:
         """What the frozen effect profile shows of the line: the commands, one per entry."""
@@ -280,11 +298,8 @@ def _combine(
         marked: Command | None = None,
         by_member: bool = False,
     ) -> LineVerdict:
-        rows = tuple(
-            CommandVerdict(c.text, v.outcome, v.why, c.needs_grant, c is marked) for c, v in judged
-        )
         verdict = Verdict(outcome, tool, error, matched, rule_index, why, by_member)  # type: ignore[arg-type]
-        return LineVerdict(verdict, rows, unseen, True)
+        return LineVerdict(verdict, judged, unseen, True, marked)
 
     def same(
         verdict: Verdict, why: str | None = None, marked: Command | None = None

@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import tree_sitter_bash
 from tree_sitter import Language, Node, Parser, Query, QueryCursor
@@ -69,6 +69,8 @@ FIND_ACTIONS = frozenset(
 )
 OUTPUT_OPERATORS = frozenset({">", ">>", "&>", "&>>", ">|", ">&", "<>"})
 ROOT_WRAPPERS = frozenset({"sudo", "doas"})
+# Names whose command needs more than its words read: see `_Reader.judge_name`.
+_JUDGED_NAMES = UNSEEN | SHELLS | frozenset({"find", "tee", "env", "time"})
 
 # Per wrapper: options that take the next word as their value (an attached value, `-uroot`
 # or `--user=root`, is one word), and whether a first positional word precedes the command.
@@ -94,8 +96,7 @@ _WRAPPERS: dict[str, tuple[frozenset[str], bool]] = {
 }  # fmt: skip
 
 
-@dataclass(frozen=True, slots=True)
-class Command:
+class Command(NamedTuple):
     """One command a line would run, as rules read it. `needs_grant`: it must be allowed for
     the line to be granted (False for a wrapper's own form or a path's base name, which only
     a deny or an ask rule may use)."""
@@ -110,8 +111,7 @@ class ShellLine:
     opaque: tuple[str, ...]  # why parts of it cannot be seen through; empty when all can
 
 
-@dataclass(frozen=True, slots=True)
-class _Word:
+class _Word(NamedTuple):
     text: str  # as rules read it: unquoted when plain, else as written
     value: str | None  # the unquoted value when it holds no expansion, else None
 
@@ -128,6 +128,7 @@ class _Reader:
         self.nesting = nesting
         self.commands: list[Command] = []
         self.opaque: list[str] = []
+        self.names: dict[int, str | None] = {}  # a command's start -> the name it runs
 
     def note(self, why: str) -> None:
         if why not in self.opaque and len(self.opaque) < MAX_REASONS:
@@ -146,6 +147,8 @@ class _Reader:
                 and b"\\`" in self.source[node.start_byte : node.end_byte]
             ):
                 self.note("nested backquotes")  # `a \`b\`` nests what the parse does not see
+        for node in sorted(found.get("command", ()), key=lambda n: n.start_byte):
+            self.command(node)
         for node in found.get("pipeline", ()):
             self.pipeline(node)
         for node in found.get("redirected", ()):
@@ -155,8 +158,6 @@ class _Reader:
                 self.note(f"feeds code to {name}")
         for node in found.get("redirect", ()):
             self.redirect(node)
-        for node in sorted(found.get("command", ()), key=lambda n: n.start_byte):
-            self.command(node)
 
     def pipeline(self, node: Node) -> None:
         """A stage after a pipe that is an interpreter runs what it is sent."""
@@ -178,13 +179,7 @@ class _Reader:
             node = body
         if node.type != "command":
             return None
-        words = self.words(node)
-        while words:
-            inner = _behind_wrapper(words)
-            if inner is None:
-                break
-            words = inner
-        return words[0].value if words else None
+        return self.names.get(node.start_byte)  # read by `command` before
 
     def feeds_input(self, node: Node) -> bool:
         if node.type in ("heredoc_redirect", "herestring_redirect"):
@@ -198,6 +193,13 @@ class _Reader:
         return ""
 
     def redirect(self, node: Node) -> None:
+        plain = _PLAIN_REDIRECT.fullmatch(self.text(node))
+        if plain is not None:  # `2>/dev/null`, `> out.txt`: a plain target, read off the text
+            operator, target = plain.groups()
+            dup = operator == ">&" and (target == "-" or target.isdigit())
+            if operator in OUTPUT_OPERATORS and not dup and target != "/dev/null":
+                self.note(f"writes to {_short(target)}")
+            return
         if self.operator(node) not in OUTPUT_OPERATORS:
             return
         target = node.child_by_field_name("destination")
@@ -239,12 +241,20 @@ class _Reader:
         text = self.text(node)
         if _PLAIN_COMMAND.fullmatch(text) and "=" not in text:
             # plain words only (most commands): split as bash splits them, without visiting
-            # each word's node
-            self.command_words([_Word(word, word) for word in text.split()])
+            # each word's node; a command no one wraps or watches is its words, rejoined
+            parts = text.split()
+            if parts[0] not in _WATCHED and "/" not in parts[0]:
+                self.commands.append(Command(" ".join(parts)))
+                self.names[node.start_byte] = parts[0]
+                return
+            words = [_Word(word, word) for word in parts]
         else:
-            self.command_words(self.words(node))
+            words = self.words(node)
+        self.names[node.start_byte] = self.command_words(words)
 
-    def command_words(self, words: list[_Word]) -> None:
+    def command_words(self, words: list[_Word]) -> str | None:
+        """Collect a command and the ones behind its wrappers; the name it finally runs."""
+        name: str | None = None
         while words:
             name = words[0].value
             outer = len(self.commands)
@@ -263,6 +273,7 @@ class _Reader:
             if inner is None:
                 break
             words = inner
+        return name
 
     def judge_name(self, name: str, words: list[_Word]) -> bool:
         """Notes what this command does that rules cannot see into. True when it is a shell
@@ -405,6 +416,8 @@ _PLAIN_COMMAND = re.compile(r"[A-Za-z0-9_@%+:,./~^*][A-Za-z0-9_@%+:,./~^*\- \t]*
 _NOT_WORDS = frozenset(
     {"variable_assignment", "file_redirect", "heredoc_redirect", "herestring_redirect", "comment"}
 )
+_WATCHED = frozenset(_WRAPPERS) | _JUDGED_NAMES | ROOT_WRAPPERS
+_PLAIN_REDIRECT = re.compile(r"[0-9]*(&>>|&>|>>|>\||>&|<>|<&|>|<)[ \t]*([A-Za-z0-9_@%+=:,./~^-]+)")
 _OPERATOR = re.compile(r"(&&|\|\||\|&|;|\||&)")
 _RESERVED = frozenset(
     "if then else elif fi case esac for select while until do done in function coproc".split()
@@ -435,6 +448,11 @@ def _read_plain(line: str, reader: _Reader) -> bool:
         if "=" in words[0] or words[0][0] == "-":
             return False  # assignments, and words the grammar reads its own way: it decides
     for words, piped in stages:
+        if words[0] not in _WATCHED and "/" not in words[0]:
+            if piped and words[0] in INTERPRETERS:
+                reader.note(f"pipes into {words[0]}")
+            reader.commands.append(Command(" ".join(words)))
+            continue
         plain = [_Word(word, word) for word in words]
         if piped and plain:
             inner = plain
