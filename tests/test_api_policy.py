@@ -15,8 +15,11 @@ from bot.config import ProfileConfig, Settings
 from tests.http_harness import Served, fixtures
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
+# A shell path (issue 20): a `command` of `bash` is judged, and proposed for, command by command.
+SHELL = [{"tool": "bash", "path": "command"}]
 OPS = ProfileConfig(
     approval_mode="ask",
+    shell_commands=SHELL,
     approval_rules=[
         {"tool": "bash", "verdict": "deny", "path": "command", "match": "rm *", "reason": "no"}
     ],
@@ -46,6 +49,7 @@ async def test_proposal(api: Served) -> None:
         "path": "command",
         "match": "git push *",
     }
+    assert body["rules"] == [body["rule"]]
     [past] = body["would_allow"]
     assert set(past) == {"run_id", "key", "tool", "summary", "state", "at"}
     assert (past["run_id"], past["key"], past["state"]) == (old, "old", "needs_approval")
@@ -105,6 +109,36 @@ async def test_approve_and_allow_then_list_and_remove(api: Served) -> None:
     assert (await api.call("GET", "/rules/learned", "bob"))[1] == {"rules": []}
     # Another workspace sees none of it.
     assert (await api.call("GET", "/rules/learned", "carol", ws=api.beta))[1] == {"rules": []}
+
+
+async def test_a_compound_lines_rules_are_proposed_and_learned_together(api: Served) -> None:
+    """On a shell path a line of two commands gets a rule for each (issue 20); off one, the
+    exact text."""
+    line = {"command": "git push origin main && npm publish"}
+    run_id = await parked(api, tool_input=line, approval_mode="ask", shell_commands=SHELL)
+    status, body = await api.call("GET", f"/runs/{run_id}/tasks/k1/proposal", "alice")
+    assert status == 200, body
+    push = {"tool": "bash", "verdict": "allow", "path": "command", "match": "git push *"}
+    publish = {"tool": "bash", "verdict": "allow", "path": "command", "match": "npm publish"}
+    assert (body["rule"], body["rules"]) == (push, [push, publish])
+    approve = f"/runs/{run_id}/tasks/k1/approve"
+    status, task = await api.call("POST", approve, "alice", {"allow": {"scope": "run"}})
+    assert (status, task["state"]) == (200, "granted"), task
+    _, listed = await api.call("GET", "/rules/learned", "bob")
+    assert sorted(r["rule"]["match"] for r in listed["rules"]) == ["git push *", "npm publish"]
+    assert {(r["run_id"], r["from"]["key"]) for r in listed["rules"]} == {(run_id, "k1")}
+    for key, command, state in (
+        ("k2", "git push origin dev && npm publish", "granted"),
+        ("k3", "git push origin dev && rm -rf build", "needs_approval"),
+    ):
+        task = {"key": key, "tool_name": "bash", "tool_input": {"command": command}}
+        status, body = await api.call("POST", f"/runs/{run_id}/tasks", "agent", task)
+        assert (status, body["state"]) == (201, state), body
+
+    plain = await parked(api, "k1", line, approval_mode="ask")
+    _, body = await api.call("GET", f"/runs/{plain}/tasks/k1/proposal", "alice")
+    exact = {"tool": "bash", "verdict": "allow", "path": "command", "match": line["command"]}
+    assert (body["rule"], body["rules"]) == (exact, [exact])
 
 
 async def test_no_profile_for_a_run_without_one(api: Served) -> None:

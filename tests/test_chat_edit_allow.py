@@ -49,13 +49,24 @@ def _push(key: str, branch: str) -> dict[str, Any]:
     return {"tool_input": {"command": f"git push origin {branch}"}}
 
 
+# A shell path (issue 20): a `command` of `bash` is judged, and proposed for, command by command
+# (`git push origin main` proposes `git push *`; off a shell path, its exact text).
+SHELL = [{"tool": "bash", "path": "command"}]
+
+
+async def _shell_run(chat: ChatDriver) -> str:
+    spec = RunSpec(approval_mode="ask", shell_commands=SHELL, title="pushes")
+    return str((await chat.service.declare_run(chat.agent, WS, spec)).id)
+
+
 # approve & allow like this -------------------------------------------------------------------
 async def test_allow_like_this_shows_the_rule_and_past_calls_then_learns_it(
     chat: ChatDriver,
 ) -> None:
-    await chat.park("k0", **_push("k0", "dev"))
-    await chat.service.approve(chat.member("carol"), WS, chat.run_id, "k0", via="api")
-    await chat.park("k1", **_push("k1", "main"))
+    run_id = await _shell_run(chat)
+    await chat.park("k0", run_id=run_id, **_push("k0", "dev"))
+    await chat.service.approve(chat.member("carol"), WS, run_id, "k0", via="api")
+    await chat.park("k1", run_id=run_id, **_push("k1", "main"))
     await chat.flush()
     decision = chat.decision_in("usual", "git push origin main")
 
@@ -65,22 +76,20 @@ async def test_allow_like_this_shows_the_rule_and_past_calls_then_learns_it(
     assert "\n• " in offered.text  # each past call too
     assert "git push origin dev" in offered.text  # the past call, by name
     assert [label.removeprefix("✅ ") for label in offered.scopes] == ["This run"]  # no profile
-    assert (await chat.task("k1")).parked  # nothing saved before a scope is chosen
+    assert (await chat.service.get_task(chat.agent, WS, run_id, "k1")).parked  # nothing saved
     async with chat.store.read() as tx:
         assert await tx.learned_rules(WS) == []
 
     notice = await chat.choose(offered, "run")
     assert notice == "✅ Approved · calls like it are allowed from now on (this run)"
-    task = await chat.task("k1")
+    task = await chat.service.get_task(chat.agent, WS, run_id, "k1")
     assert (task.state, task.resolved_by, task.via) == ("granted", "alice", chat.platform)
     async with chat.store.read() as tx:
         [learned] = await tx.learned_rules(WS)
     assert learned.rule["match"] == "git push *" and learned.scope == "run"
-    assert (learned.added_by, learned.from_run_id, learned.from_key) == (
-        "alice", chat.run_id, "k1",
-    )  # fmt: skip
+    assert (learned.added_by, learned.from_run_id, learned.from_key) == ("alice", run_id, "k1")
     receipt = await chat.service.append(
-        chat.agent, WS, chat.run_id, CallSpec("bash", {"command": "git push origin x"}, key="k2")
+        chat.agent, WS, run_id, CallSpec("bash", {"command": "git push origin x"}, key="k2")
     )
     assert receipt.task.state == "granted"  # the run allows it now, without a person
     await chat.flush()
@@ -102,7 +111,8 @@ async def test_allow_like_this_on_a_decided_call_says_so_and_learns_nothing(
 
 
 async def test_allow_like_this_in_a_runs_profile(chat: ChatDriver) -> None:
-    run = await chat.service.declare_run(chat.agent, WS, RunSpec(profile="mcp", title="tools"))
+    spec = RunSpec(profile="mcp", title="tools", shell_commands=SHELL)  # a run adds a shell path
+    run = await chat.service.declare_run(chat.agent, WS, spec)
     await chat.park("k1", run_id=run.id, **_push("k1", "main"))
     await chat.flush()
     offered = await chat.offer(chat.decision_in("usual", "git push origin main"))
@@ -112,7 +122,9 @@ async def test_allow_like_this_in_a_runs_profile(chat: ChatDriver) -> None:
     async with chat.store.read() as tx:
         [learned] = await tx.learned_rules(WS)
     assert (learned.scope, learned.profile, learned.run_id) == ("profile", "mcp", None)
-    later = await chat.service.declare_run(chat.agent, WS, RunSpec(profile="mcp"))
+    later = await chat.service.declare_run(
+        chat.agent, WS, RunSpec(profile="mcp", shell_commands=SHELL)
+    )
     receipt = await chat.service.append(
         chat.agent, WS, later.id, CallSpec("bash", {"command": "git push origin x"}, key="k9")
     )
@@ -197,9 +209,9 @@ async def test_an_edited_offer_that_cannot_be_shown_says_so(store: SqlStore) -> 
 async def test_a_long_globs_offer_fits_and_a_secret_in_it_is_never_shown(
     chat: ChatDriver,
 ) -> None:
-    """The glob is as long as the command's first two words: the offer still fits the
-    platform's limits (Telegram's 4096 characters), and one holding a secret is shown masked,
-    never offered for editing in clear (Slack's modal), yet learned as proposed."""
+    """The glob is as long as the command (off a shell path, its exact text): the offer still
+    fits the platform's limits (Telegram's 4096 characters), and one holding a secret is shown
+    masked, never offered for editing in clear (Slack's modal), yet learned as proposed."""
     word = "x" * 5000
     await chat.park("k1", tool_input={"command": f"deploy {word} now"})
     await chat.flush()
@@ -217,7 +229,7 @@ async def test_a_long_globs_offer_fits_and_a_secret_in_it_is_never_shown(
     assert notice is not None and notice.startswith("✅ Approved"), notice
     async with chat.store.read() as tx:
         [learned] = await tx.learned_rules(WS)
-    assert learned.rule["match"] == f"export GITHUB_TOKEN={token} *"  # as proposed
+    assert learned.rule["match"] == f"export GITHUB_TOKEN={token} && make"  # as proposed
 
 
 async def test_a_stranger_can_neither_edit_nor_allow(chat: ChatDriver) -> None:
@@ -272,8 +284,10 @@ async def test_an_edit_the_rules_deny_is_refused_and_the_call_stays_parked(
 
 
 # several approvers ---------------------------------------------------------------------------
-async def _quorum_run(chat: ChatDriver) -> str:
-    spec = RunSpec(approval_requirements=[{"tool": "bash", "approvals": 2}], title="two keys")
+async def _quorum_run(chat: ChatDriver, **fields: Any) -> str:
+    spec = RunSpec(
+        approval_requirements=[{"tool": "bash", "approvals": 2}], title="two keys", **fields
+    )
     return str((await chat.service.declare_run(chat.agent, WS, spec)).id)
 
 
@@ -331,7 +345,7 @@ async def test_under_a_quorum_the_next_approver_sees_the_edit_they_approve(
 async def test_allow_under_a_quorum_offers_the_rule_of_the_edit_it_would_approve(
     chat: ChatDriver,
 ) -> None:
-    run_id = await _quorum_run(chat)
+    run_id = await _quorum_run(chat, shell_commands=SHELL)
     await chat.park("k1", run_id=run_id)
     await chat.flush()
     decision = chat.decision_in("usual", "make deploy k1")

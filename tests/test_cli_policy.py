@@ -19,8 +19,11 @@ from bot.config import ProfileConfig, Settings
 from tests.http_harness import Served, fixtures
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
+# A shell path (issue 20): a `command` of `bash` is judged, and proposed for, command by command.
+SHELL = [{"tool": "bash", "path": "command"}]
 OPS = ProfileConfig(
     approval_mode="ask",
+    shell_commands=SHELL,
     approval_rules=[
         {"tool": "bash", "verdict": "deny", "path": "command", "match": "rm *", "reason": "no rm"}
     ],
@@ -129,8 +132,8 @@ async def test_bad_flags_are_usage_errors_before_any_request(
 
 # approve always ---------------------------------------------------------------------------------
 async def test_allow_run_grants_the_next_matching_call_without_a_person(api: Served) -> None:
-    run_id = await parked(api, approval_mode="ask")
-    other = await declare(api, approval_mode="ask")
+    run_id = await parked(api, approval_mode="ask", shell_commands=SHELL)
+    other = await declare(api, approval_mode="ask", shell_commands=SHELL)
     done = await invoke("asks", "approve", short_id(run_id, "k1"), "--allow", "run",
                         env=member_env(api))  # fmt: skip
     assert done.exit_code == 0, done.output

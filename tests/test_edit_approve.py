@@ -27,9 +27,15 @@ RULES = [
 ]
 
 
-async def parked(w: World, command: str = "git push origin main", key: str = "k1") -> str:
+# A shell path (issue 20): a `command` of `bash` is judged, and proposed for, command by command.
+SHELL = [{"tool": "bash", "path": "command"}]
+
+
+async def parked(
+    w: World, command: str = "git push origin main", key: str = "k1", **spec: Any
+) -> str:
     run = await w.core.service.declare_run(
-        w.agent, WS, RunSpec(approval_mode="ask", approval_rules=RULES)
+        w.agent, WS, RunSpec(approval_mode="ask", approval_rules=RULES, **spec)
     )
     receipt = await w.core.service.append(
         w.agent, WS, run.id, CallSpec("bash", {"command": command}, key=key)
@@ -102,13 +108,13 @@ async def test_an_edit_the_store_cannot_hold_is_refused(world: World) -> None:
 
 async def test_with_allow_the_rule_is_learned_from_the_approved_input(world: World) -> None:
     s = world.core.service
-    run_id = await parked(world, "git push --force origin main")
+    run_id = await parked(world, "git push --force origin main", shell_commands=SHELL)
     edit = {"command": "git fetch origin main"}
     await s.approve(world.alice, WS, run_id, "k1", tool_input=edit, allow=AllowSpec("run"))
     [learned] = await s.learned_rules(world.alice, WS)
     assert learned.rule["match"] == "git fetch *"
     # A rule that matches only the proposed input does not match the approved one.
-    other = await parked(world, "git push --force origin main", key="k2")
+    other = await parked(world, "git push --force origin main", key="k2", shell_commands=SHELL)
     push = {"tool": "bash", "path": "command", "match": "git push *"}
     await refused(
         "rule_does_not_match",

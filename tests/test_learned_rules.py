@@ -30,12 +30,16 @@ DENY_FORCE = {
     "match": "*--force*",
     "reason": "never force-push",
 }
-OPS = ProfileConfig(approval_mode="ask", approval_rules=[DENY_FORCE, ASK_BASH])
+# A shell path (issue 20): a `command` of `bash` is judged, and proposed for, command by command.
+SHELL = [{"tool": "bash", "path": "command"}]
+OPS = ProfileConfig(
+    approval_mode="ask", approval_rules=[DENY_FORCE, ASK_BASH], shell_commands=SHELL
+)
 
 
 @pytest.fixture
 async def ops(store: SqlStore) -> World:
-    """A world whose configuration has the profile `ops` (a deny before an ask)."""
+    """A world whose configuration has the profile `ops` (a deny before an ask, a shell path)."""
     return await make_world(store, Settings(profiles={"ops": OPS}))
 
 
@@ -62,7 +66,7 @@ async def refused(code: str, coro: Any) -> ApprovalError:
 
 # the proposal ----------------------------------------------------------------------------------
 def test_the_proposal_keeps_a_commands_first_two_words_or_a_files_folder() -> None:
-    assert propose("bash", bash("git push origin main")) == {
+    assert propose("bash", bash("git push origin main"), shell_commands=SHELL) == {
         "tool": "bash",
         "verdict": "allow",
         "path": "command",
@@ -70,15 +74,40 @@ def test_the_proposal_keeps_a_commands_first_two_words_or_a_files_folder() -> No
     }
     assert propose("write", {"file_path": "src/app/x.py"})["match"] == "src/app/*"
     assert propose("edit", {"path": "/etc/hosts"})["match"] == "/etc/*"
-    assert propose("bash", bash("ls"))["match"] == "ls"  # one word: that command only
-    assert propose("bash", {"command": ["git", "push", "-u", "x"]})["match"] == "git push *"
+    # one word: that command only
+    assert propose("bash", bash("ls"), shell_commands=SHELL)["match"] == "ls"
+    # An argv list is no shell line: its exact text.
+    argv = {"command": ["git", "push", "-u", "x"]}
+    assert propose("bash", argv, shell_commands=SHELL)["match"] == "git push -u x"
     assert propose("deploy", {"env": "prod"}) == {"tool": "deploy", "verdict": "allow"}
     assert propose("bash", bash("make x"), "author")["origin"] == "author"
 
 
+def test_off_a_shell_path_the_proposal_is_the_commands_exact_text() -> None:
+    """Without `shell_commands` the whole text is matched against the glob, so a `*` would let
+    a longer line ride on it: the proposal is the text itself, its own wildcards made `?`."""
+    assert propose("bash", bash("git push origin main")) == {
+        "tool": "bash",
+        "verdict": "allow",
+        "path": "command",
+        "match": "git push origin main",
+    }
+    assert propose("bash", bash("cat *.md"))["match"] == "cat ?.md"
+    assert propose("bash", bash("ls -l file?.txt"))["match"] == "ls -l file?.txt"
+    # A tool with no shell path of the run's: its command is not seen through either.
+    assert propose("sh", bash("git push origin main"), shell_commands=SHELL)["match"] == (
+        "git push origin main"
+    )
+    # On a shell path a command's own wildcards are `?` too, in the words it keeps.
+    assert propose("bash", bash("cat *.md"), shell_commands=SHELL)["match"] == "cat ?.md"
+    assert propose("bash", bash("cp *.md out/"), shell_commands=SHELL)["match"] == "cp ?.md *"
+
+
 async def test_proposal_and_its_honest_bounded_replay(world: World) -> None:
     s = world.core.service
-    run_id = await declare(world, approval_mode="ask", approval_rules=[DENY_FORCE])
+    run_id = await declare(
+        world, approval_mode="ask", approval_rules=[DENY_FORCE], shell_commands=SHELL
+    )
     # The history: calls like it (one a person denied, one a deny rule refused), others not.
     assert await call(world, run_id, "old1", bash("git push origin dev")) == "needs_approval"
     await s.deny(world.alice, WS, run_id, "old1")
@@ -104,7 +133,9 @@ async def test_proposal_and_its_honest_bounded_replay(world: World) -> None:
     assert all(k.startswith("p") for k in keys)  # old1 is past 30 days, old2-4 never match
 
     # Within the window, a call a person denied is listed; one a deny rule refused is not.
-    recent = await declare(world, approval_mode="ask", approval_rules=[DENY_FORCE])
+    recent = await declare(
+        world, approval_mode="ask", approval_rules=[DENY_FORCE], shell_commands=SHELL
+    )
     await call(world, recent, "d1", bash("git push origin dev"))
     await s.deny(world.alice, WS, recent, "d1")
     await call(world, recent, "d2", bash("git push origin --force"))
@@ -125,8 +156,8 @@ async def test_proposal_and_its_honest_bounded_replay(world: World) -> None:
 # learning and its scope ------------------------------------------------------------------------
 async def test_a_run_scoped_rule_allows_the_next_call_of_that_run_only(world: World) -> None:
     s = world.core.service
-    run_id = await declare(world, approval_mode="ask")
-    other = await declare(world, approval_mode="ask")
+    run_id = await declare(world, approval_mode="ask", shell_commands=SHELL)
+    other = await declare(world, approval_mode="ask", shell_commands=SHELL)
     await call(world, run_id, "k1", bash("git push origin main"))
     task = await s.approve(world.alice, WS, run_id, "k1", allow=AllowSpec("run"))
     assert task.state == "granted" and task.resolved_by == "alice"
@@ -260,7 +291,7 @@ async def test_the_log_names_the_rule_its_scope_who_and_the_decision(ops: World)
 async def test_the_rule_is_learned_on_every_instance(ops: World) -> None:
     """Another instance that had the run in memory sees its new learned rule at once."""
     s = ops.core.service
-    run_id = await declare(ops, approval_mode="ask")
+    run_id = await declare(ops, approval_mode="ask", shell_commands=SHELL)
     other = await Core.build(ops.core.store, Settings(), clock=ops.clock)
     await call(ops, run_id, "k1", bash("git push origin main"))
     assert (await other.service.get_run(ops.agent, WS, run_id)).learned_rules == []
@@ -307,7 +338,7 @@ async def test_rules_learned_at_once_in_one_run_are_all_kept(world: World, store
     other = await Core.build(twin, Settings(), clock=world.clock)
     try:
         s = world.core.service
-        run_id = await declare(world, approval_mode="ask")
+        run_id = await declare(world, approval_mode="ask", shell_commands=SHELL)
         commands = [f"tool{n} go now" for n in range(6)]
         for n, command in enumerate(commands):
             await call(world, run_id, f"k{n}", bash(command))
@@ -325,3 +356,126 @@ async def test_rules_learned_at_once_in_one_run_are_all_kept(world: World, store
             assert await call(world, run_id, f"again{n}", bash(f"tool{n} go later")) == "granted"
     finally:
         await twin.close()
+
+
+# on a shell path (issue 20) --------------------------------------------------------------------
+def allow_command(match: str) -> dict[str, str]:
+    return {"tool": "bash", "verdict": "allow", "path": "command", "match": match}
+
+
+async def test_a_compound_line_proposes_a_rule_per_command_and_learns_them_all(
+    world: World,
+) -> None:
+    s = world.core.service
+    run_id = await declare(world, approval_mode="ask", shell_commands=SHELL)
+    line = bash("git push origin main && npm publish")
+    assert await call(world, run_id, "k1", line) == "needs_approval"
+    push, publish = allow_command("git push *"), allow_command("npm publish")
+    proposal = await s.proposal(world.alice, WS, run_id, "k1")
+    assert proposal.rules == (push, publish) and proposal.rule == push
+
+    task = await s.approve(world.alice, WS, run_id, "k1", allow=AllowSpec("run"))
+    assert (task.state, task.resolved_by) == ("granted", "alice")
+    learned = await s.learned_rules(world.alice, WS)
+    assert sorted(r.rule["match"] for r in learned) == ["git push *", "npm publish"]
+    assert {(r.scope, r.run_id, r.from_run_id, r.from_key) for r in learned} == {
+        ("run", run_id, run_id, "k1")
+    }
+    run = await s.get_run(world.alice, WS, run_id)
+    assert {e["id"] for e in run.learned_rules} == {r.id for r in learned}
+    log = [r.entry for r in await s.decision_log(world.alice, WS, run_id=run_id)]
+    assert [e.action for e in log] == [
+        "run_declared", "parked", "approved", "learned_rule", "learned_rule",
+    ]  # fmt: skip
+    assert {e.detail["rule_id"] for e in log[-2:]} == {r.id for r in learned}
+
+    # Every command of the next line is granted on its own: the line is.
+    assert await call(world, run_id, "k2", bash("git push origin dev && npm publish")) == "granted"
+    assert await call(world, run_id, "k3", bash("npm publish")) == "granted"
+    # rm is granted by neither: the line parks.
+    chained = bash("git push origin dev && rm -rf build")
+    assert await call(world, run_id, "k4", chained) == "needs_approval"
+    # A command twice in a line is proposed once.
+    twice = bash("git pull origin main && git pull origin dev")
+    assert await call(world, run_id, "k5", twice) == "needs_approval"
+    proposal = await s.proposal(world.alice, WS, run_id, "k5")
+    assert proposal.rules == (allow_command("git pull *"),)
+
+
+async def test_a_learned_rule_never_lets_a_longer_line_ride_on_it(world: World) -> None:
+    s = world.core.service
+    # On a shell path, `git push *` is judged per command: the rm after it is not git push.
+    shell_run = await declare(world, approval_mode="ask", shell_commands=SHELL)
+    await call(world, shell_run, "k1", bash("git push origin main"))
+    await s.approve(world.alice, WS, shell_run, "k1", allow=AllowSpec("run"))
+    [learned] = await s.learned_rules(world.alice, WS)
+    assert learned.rule == allow_command("git push *")
+    assert await call(world, shell_run, "k2", bash("git push x")) == "granted"
+    riders = ("git push x && rm -rf ~", "git push x; rm -rf ~", "git push $(rm x)")
+    for n, line in enumerate(riders):
+        assert await call(world, shell_run, f"r{n}", bash(line)) == "needs_approval", line
+
+    # Off a shell path, the exact text: a longer line (or another push) is not that text.
+    plain = await declare(world, approval_mode="ask")
+    await call(world, plain, "k1", bash("git push origin main"))
+    await s.approve(world.alice, WS, plain, "k1", allow=AllowSpec("run"))
+    exact = next(r for r in await s.learned_rules(world.alice, WS) if r.run_id == plain)
+    assert exact.rule == allow_command("git push origin main")
+    assert await call(world, plain, "k2", bash("git push origin main")) == "granted"
+    longer = bash("git push origin main && rm -rf ~")
+    assert await call(world, plain, "k3", longer) == "needs_approval"
+    assert await call(world, plain, "k4", bash("git push origin main2")) == "needs_approval"
+    # A wildcard of the agent's own is one byte in the rule, never any text.
+    await call(world, plain, "k5", bash("cat *.md"))
+    await s.approve(world.alice, WS, plain, "k5", allow=AllowSpec("run"))
+    assert await call(world, plain, "k6", bash("cat *.md")) == "granted"
+    assert await call(world, plain, "k7", bash("cat a.md")) == "granted"  # `?`: one byte
+    assert await call(world, plain, "k8", bash("cat ~/.ssh/id.md")) == "needs_approval"
+
+
+async def test_a_command_the_run_already_grants_is_not_proposed(world: World) -> None:
+    s = world.core.service
+    run_id = await declare(
+        world,
+        approval_mode="ask",
+        approval_rules=[allow_command("git status*")],
+        shell_commands=SHELL,
+    )
+    line = bash("git status && npm publish --tag next")
+    assert await call(world, run_id, "k1", line) == "needs_approval"
+    publish = allow_command("npm publish *")
+    proposal = await s.proposal(world.alice, WS, run_id, "k1")
+    assert (proposal.rule, proposal.rules) == (publish, (publish,))
+    await s.approve(world.alice, WS, run_id, "k1", allow=AllowSpec("run"))
+    [learned] = await s.learned_rules(world.alice, WS)
+    assert learned.rule == publish
+    # A learned rule grants too: only the new command of the next line is proposed.
+    next_line = bash("npm publish --tag latest && make dist")
+    assert await call(world, run_id, "k2", next_line) == "needs_approval"
+    proposal = await s.proposal(world.alice, WS, run_id, "k2")
+    assert proposal.rules == (allow_command("make dist"),)
+
+
+async def test_the_replay_on_a_shell_path_judges_past_lines_command_by_command(
+    world: World,
+) -> None:
+    s = world.core.service
+    run_id = await declare(world, approval_mode="ask", shell_commands=SHELL)
+    assert await call(world, run_id, "chained", bash("git push x && rm y")) == "needs_approval"
+    assert await call(world, run_id, "alone", bash("git push origin dev")) == "needs_approval"
+    assert await call(world, run_id, "now", bash("git push origin main")) == "needs_approval"
+    proposal = await s.proposal(world.alice, WS, run_id, "now")
+    assert proposal.rule == allow_command("git push *")
+    assert [t.key for t in proposal.would_allow] == ["alone"]  # rm y: not a git push
+    # A person's rule is replayed the same way on this run.
+    mine = {"tool": "bash", "path": "command", "match": "git *"}
+    shown = await s.proposal(world.alice, WS, run_id, "now", rule=mine)
+    assert [t.key for t in shown.would_allow] == ["alone"]
+
+    # Off a shell path the glob sees the whole text, and the replay says what it would let by.
+    plain = await declare(world, approval_mode="ask")
+    await call(world, plain, "now", bash("git push origin main"))
+    wide = {"tool": "bash", "path": "command", "match": "git push *"}
+    shown = await s.proposal(world.alice, WS, plain, "now", rule=wide)
+    listed = {(t.run_id, t.key) for t in shown.would_allow}
+    assert listed == {(run_id, "chained"), (run_id, "alone"), (run_id, "now")}

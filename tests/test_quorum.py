@@ -456,7 +456,11 @@ async def test_admin_group_commands(tmp_path: Path) -> None:
 async def test_the_proposal_under_a_quorum_is_for_the_edit_being_counted(api: Served) -> None:
     """A plain Approve after an edit approves the edit, so "Approve & allow like this" proposes
     the rule of the edit — the rule that would be learned — not of the call as proposed."""
-    run_id = await declare(api, approval_requirements=[{"tool": "bash", "approvals": 2}])
+    run_id = await declare(
+        api,
+        approval_requirements=[{"tool": "bash", "approvals": 2}],
+        shell_commands=[{"tool": "bash", "path": "command"}],  # a command's first words proposed
+    )
     await park(api, run_id, "b1", tool="bash", tool_input={"command": "git push origin main"})
     before = await api.call("GET", f"/runs/{run_id}/tasks/b1/proposal", "alice")
     assert before[1]["rule"]["match"] == "git push *", before

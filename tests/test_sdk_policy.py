@@ -20,8 +20,11 @@ from bot.config import ProfileConfig, Settings
 from tests.http_harness import Served, first_decision, fixtures, sdk_fixtures, with_person
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
+# A shell path (issue 20): a `command` of `bash` is judged, and proposed for, command by command.
+SHELL = [{"tool": "bash", "path": "command"}]
 OPS = ProfileConfig(
     approval_mode="ask",
+    shell_commands=SHELL,
     approval_rules=[
         {"tool": "bash", "verdict": "deny", "path": "command", "match": "rm *", "reason": "no rm"}
     ],
@@ -103,7 +106,7 @@ async def test_require_approval_runs_the_approved_arguments(
 async def test_proposal_allow_learned_rules_and_the_log(
     agent: sdk.Workspace, person: sdk.Workspace
 ) -> None:
-    run = await agent.runs.declare(approval_mode="ask", title="pushes")
+    run = await agent.runs.declare(approval_mode="ask", title="pushes", shell_commands=SHELL)
     receipt = await run.append("bash", PUSH)
     decision = await first_decision(person, run.id)
     proposal = await decision.proposal()

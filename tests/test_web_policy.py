@@ -25,14 +25,18 @@ DENY_FORCE = {
     "match": "*--force*",
     "reason": "never force-push",
 }
+# A shell path (issue 20): a `command` of `bash` is judged, and proposed for, command by command.
+SHELL = [{"tool": "bash", "path": "command"}]
 OPS = ProfileConfig(
-    approval_mode="ask", approval_rules=[DENY_FORCE, {"tool": "bash", "verdict": "ask"}]
+    approval_mode="ask",
+    approval_rules=[DENY_FORCE, {"tool": "bash", "verdict": "ask"}],
+    shell_commands=SHELL,
 )
 
 
 @pytest.fixture
 async def ops(store: SqlStore) -> World:
-    """A world configured with the profile `ops` (a deny before an ask)."""
+    """A world configured with the profile `ops` (a deny before an ask, a shell path)."""
     return await make_world(store, Settings(profiles={"ops": OPS}))
 
 
@@ -516,7 +520,7 @@ async def test_axe_finds_nothing_serious_on_the_allow_policy_and_edit_pages(
 
 
 async def test_approve_edited_and_allow_learns_from_the_edited_call(world: World) -> None:
-    run_id = await declare(world, approval_rules=[DENY_FORCE])
+    run_id = await declare(world, approval_rules=[DENY_FORCE], shell_commands=SHELL)
     await append(world, run_id, "bash", {"command": "git push origin main"}, key="k1")
     page_url = f"/decisions/{run_id}/k1"
     allow = f"{page_url}/allow"
@@ -665,7 +669,7 @@ async def test_a_secret_in_an_edit_is_masked_until_revealed(world: World) -> Non
 
 
 async def test_the_timeline_says_a_rule_was_learned_and_removed_in_words(world: World) -> None:
-    run_id = await declare(world)
+    run_id = await declare(world, shell_commands=SHELL)
     await append(world, run_id, "bash", {"command": "git push origin main"}, key="k1")
     await world.core.service.approve(world.alice, world.ws, run_id, "k1", allow=AllowSpec("run"))
     [learned] = await world.core.service.learned_rules(world.alice, world.ws)
@@ -703,13 +707,15 @@ async def test_a_glob_holding_a_secret_is_masked_and_learned_as_proposed(world: 
         )
         assert status == 303
     [learned] = await world.core.service.learned_rules(world.alice, world.ws)
-    assert learned.rule["match"] == f"export GITHUB_TOKEN={token} *"  # the proposal, as is
+    assert learned.rule["match"] == command  # the proposal (no shell path: the text), as is
 
 
 async def test_under_a_quorum_the_allow_page_proposes_from_the_edit_being_counted(
     world: World,
 ) -> None:
-    run_id = await declare(world, approval_requirements=[{"tool": "bash", "approvals": 2}])
+    run_id = await declare(
+        world, approval_requirements=[{"tool": "bash", "approvals": 2}], shell_commands=SHELL
+    )
     await append(world, run_id, "bash", {"command": "git push origin main"}, key="k1")
     edited = {"command": "make deploy DRY_RUN=1"}
     await world.core.service.approve(world.bob, world.ws, run_id, "k1", tool_input=edited)
