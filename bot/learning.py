@@ -25,6 +25,7 @@ from bot import errors
 from bot.domain import Task
 from bot.errors import ApprovalError
 from bot.rules import Policy, RulesInvalid, Verdict, compile_policy, compound, text_at
+from bot.rules.paths import path_steps
 from bot.rules.shell import read_line
 from bot.rules.validate import MAX_RULES_BYTES, check_rules, compact_json
 
@@ -208,6 +209,34 @@ def check_rule(
     return dict(rule)
 
 
+def check_profile_shell(
+    rules: Sequence[Any],
+    tool: str,
+    run_shell: Sequence[dict[str, str]],
+    profile_shell: Sequence[dict[str, str]],
+) -> None:
+    """A rule learned for a profile must mean there what it means in the run it comes from: on
+    a path the run judges command by command and the profile does not, a later run of the
+    profile would match its glob against whole lines (`git push *` against
+    `git push x && rm -rf ~`). Such a rule is learned for the run only."""
+    run_paths = compound.compile_shell(run_shell)
+    profile_paths = compound.compile_shell(profile_shell)
+    ours = set() if run_paths is None else set(run_paths.paths_for(tool))
+    theirs = set() if profile_paths is None else set(profile_paths.paths_for(tool))
+    for rule in rules:
+        path = rule.get("path") if isinstance(rule, dict) else None
+        if not isinstance(path, str):
+            continue
+        steps = path_steps(path)
+        if steps in ours and steps not in theirs:
+            raise ApprovalError(
+                errors.INVALID_REQUEST,
+                f"allow.scope: this run reads {tool} {path} as a shell line, command by "
+                "command, and its profile does not: learn with scope run",
+                422,
+            )
+
+
 def check_scope(spec: AllowSpec, profile: str | None) -> None:
     if spec.scope not in SCOPES:
         raise ApprovalError(errors.INVALID_REQUEST, "allow.scope: must be run or profile", 422)
@@ -278,16 +307,17 @@ def apply(
 
 
 def replayed(
-    rule: dict[str, Any],
+    rule: dict[str, Any] | Sequence[dict[str, Any]],
     calls: Iterable[Task],
     limit: int = REPLAY_LIMIT,
     shell_commands: Sequence[dict[str, str]] = (),
 ) -> list[Task]:
-    """The past calls the rule would have allowed, from what they recorded: every call it
-    matches except those a deny rule refused or whose tool was not declared (a learned rule
-    allows neither). Calls a person denied are listed: the rule would have let them through.
-    On a shell path a call is judged as a new one would be: command by command."""
-    policy = compile_policy([rule])
+    """The past calls the rule (or the rules, learned together) would have allowed, from what
+    they recorded: every call it matches except those a deny rule refused or whose tool was not
+    declared (a learned rule allows neither). Calls a person denied are listed: the rule would
+    have let them through. On a shell path a call is judged as a new one would be: command by
+    command, so a compound line needs every one of its commands allowed by the rules."""
+    policy = compile_policy([rule] if isinstance(rule, dict) else list(rule))
     shell = compound.compile_shell(shell_commands)
     found: list[Task] = []
     for task in calls:

@@ -111,8 +111,7 @@ async def test_allow_like_this_on_a_decided_call_says_so_and_learns_nothing(
 
 
 async def test_allow_like_this_in_a_runs_profile(chat: ChatDriver) -> None:
-    spec = RunSpec(profile="mcp", title="tools", shell_commands=SHELL)  # a run adds a shell path
-    run = await chat.service.declare_run(chat.agent, WS, spec)
+    run = await chat.service.declare_run(chat.agent, WS, RunSpec(profile="mcp", title="tools"))
     await chat.park("k1", run_id=run.id, **_push("k1", "main"))
     await chat.flush()
     offered = await chat.offer(chat.decision_in("usual", "git push origin main"))
@@ -122,13 +121,33 @@ async def test_allow_like_this_in_a_runs_profile(chat: ChatDriver) -> None:
     async with chat.store.read() as tx:
         [learned] = await tx.learned_rules(WS)
     assert (learned.scope, learned.profile, learned.run_id) == ("profile", "mcp", None)
-    later = await chat.service.declare_run(
-        chat.agent, WS, RunSpec(profile="mcp", shell_commands=SHELL)
-    )
+    assert learned.rule["match"] == "git push origin main"  # no shell path: the exact text
+    later = await chat.service.declare_run(chat.agent, WS, RunSpec(profile="mcp"))
     receipt = await chat.service.append(
-        chat.agent, WS, later.id, CallSpec("bash", {"command": "git push origin x"}, key="k9")
+        chat.agent, WS, later.id, CallSpec("bash", {"command": "git push origin main"}, key="k9")
     )
     assert receipt.task.state == "granted"  # runs declared from the profile afterwards
+    longer = CallSpec("bash", {"command": "git push origin main && rm -rf ~"}, key="k10")
+    receipt = await chat.service.append(chat.agent, WS, later.id, longer)
+    assert receipt.task.state == "needs_approval"  # nothing rides on the exact text
+
+
+async def test_a_prefix_judged_per_command_is_never_learned_for_a_profile_that_is_not(
+    chat: ChatDriver,
+) -> None:
+    """A run that adds a shell path its profile lacks learns `git push *` for itself only: in
+    the profile's later runs the glob would read whole lines."""
+    spec = RunSpec(profile="mcp", title="tools", shell_commands=SHELL)
+    run = await chat.service.declare_run(chat.agent, WS, spec)
+    await chat.park("k1", run_id=run.id, **_push("k1", "main"))
+    await chat.flush()
+    offered = await chat.offer(chat.decision_in("usual", "git push origin main"))
+    refused = await chat.choose(offered, "profile")
+    assert refused is not None and "learn with scope run" in refused, refused
+    async with chat.store.read() as tx:
+        assert await tx.learned_rules(WS) == []
+    notice = await chat.choose(offered, "run")
+    assert notice == "✅ Approved · calls like it are allowed from now on (this run)"
 
 
 async def test_allow_like_this_learns_the_glob_as_the_person_changed_it(

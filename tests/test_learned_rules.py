@@ -479,3 +479,23 @@ async def test_the_replay_on_a_shell_path_judges_past_lines_command_by_command(
     shown = await s.proposal(world.alice, WS, plain, "now", rule=wide)
     listed = {(t.run_id, t.key) for t in shown.would_allow}
     assert listed == {(run_id, "chained"), (run_id, "alone"), (run_id, "now")}
+
+
+async def test_the_replay_of_a_compound_proposal_uses_all_its_rules_together(world: World) -> None:
+    s = world.core.service
+    run_id = await declare(world, approval_mode="ask", shell_commands=SHELL)
+    past = {
+        "p1": "npm publish",
+        "p2": "git push origin dev && npm publish",
+        "p3": "git push origin dev && rm -rf build",
+    }
+    for key, line in past.items():
+        assert await call(world, run_id, key, bash(line)) == "needs_approval"
+        await s.deny(world.alice, WS, run_id, key, reason="not yet")
+        await world.clock.advance(1)
+    assert await call(world, run_id, "now", bash("git push origin main && npm publish")) == (
+        "needs_approval"
+    )
+    proposal = await s.proposal(world.alice, WS, run_id, "now")
+    assert len(proposal.rules) == 2
+    assert sorted(t.key for t in proposal.would_allow) == ["p1", "p2"]  # never p3's rm

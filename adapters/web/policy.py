@@ -43,7 +43,7 @@ from bot.errors import ApprovalError
 from bot.learning import AllowSpec, LearnedRule
 from bot.masking import mask_text, mask_value
 from bot.profiles import BUILTIN
-from bot.service import UNEDITED
+from bot.service import UNEDITED, ApprovalService
 
 VIA = "web"
 SCOPES = ("run", "profile")
@@ -90,12 +90,18 @@ class RuleForm:
         return rule
 
 
-def _proposed(task: Task, run: Run, tool_input: Any = UNEDITED) -> dict[str, Any]:
+def _proposed(
+    service: ApprovalService, task: Task, run: Run, tool_input: Any = UNEDITED
+) -> dict[str, Any]:
+    """The first rule the core proposes (on a shell path: for the first command the run does
+    not already grant)."""
     call_input = task.tool_input if tool_input is UNEDITED else tool_input
-    return learning.propose(task.tool, call_input, task.origin, run.shell_commands)
+    return service.proposed_rules(run, task, call_input)[0]
 
 
-def _form_of(task: Task, run: Run, form: MultiDict[str] | None) -> RuleForm:
+def _form_of(
+    service: ApprovalService, task: Task, run: Run, form: MultiDict[str] | None
+) -> RuleForm:
     """The proposal (for the edited input, with one), with whatever the person changed in the
     posted form. An edit the page cannot read raises `edits.EditInvalid`."""
     tool_input: Any = UNEDITED
@@ -107,7 +113,7 @@ def _form_of(task: Task, run: Run, form: MultiDict[str] | None) -> RuleForm:
         # Under a quorum, the approvals so far are for a person's edit, and so is this one: the
         # rule is proposed from, checked against and learned from the edited call.
         tool_input = task.reviewed_input
-    proposed = _proposed(task, run, tool_input)
+    proposed = _proposed(service, task, run, tool_input)
     match = proposed.get("match")
     rule_form = RuleForm(
         tool=str(proposed["tool"]),
@@ -178,7 +184,7 @@ async def _allow_page(
     if error is None:
         try:
             asked = rule_form.rule()
-            as_proposed = asked == _proposed(task, run, rule_form.tool_input)
+            as_proposed = asked == _proposed(service, task, run, rule_form.tool_input)
             found = await service.proposal(
                 member,
                 member.workspace_id,
@@ -193,7 +199,7 @@ async def _allow_page(
             if refused.code in ("already_decided", "approval_denied"):
                 _back_to_decision(request, task, refused)  # the call or its edit is the matter
             error = refused
-    proposed = _proposed(task, run, rule_form.tool_input)
+    proposed = _proposed(service, task, run, rule_form.tool_input)
     shown_rule = rule if isinstance(rule, dict) else proposed  # a refused one is in the form
     # A glob cut from a command can hold a secret (`export TOKEN=… *`): masked, the page offers
     # the proposal as it is and a Reveal to edit it.
@@ -237,7 +243,9 @@ async def allow_form(request: web.Request) -> web.Response:
             message = "conflict: a question has no rule to learn"
             redirect(request, links.decision_path(task.run_id, task.key), message, "error")
         _back_to_decision(request, task, already_decided(task))
-    return await _allow_page(request, member, task, run, _form_of(task, run, None))
+    return await _allow_page(
+        request, member, task, run, _form_of(state(request).core.service, task, run, None)
+    )
 
 
 async def allow_post(request: web.Request) -> web.Response:
@@ -247,7 +255,7 @@ async def allow_post(request: web.Request) -> web.Response:
     _, form = await checked_form(request)
     task, run = await _task_and_run(request, member)
     try:
-        rule_form = _form_of(task, run, form)
+        rule_form = _form_of(state(request).core.service, task, run, form)
     except edits.EditInvalid as problem:
         back = links.decision_path(task.run_id, task.key)
         redirect(request, back, f"invalid_request: {problem}", "error")
@@ -256,7 +264,7 @@ async def allow_post(request: web.Request) -> web.Response:
     service = state(request).core.service
     try:
         rule = rule_form.rule()
-        proposed = _proposed(task, run, rule_form.tool_input)
+        proposed = _proposed(service, task, run, rule_form.tool_input)
         allow = AllowSpec(rule_form.scope, None if rule == proposed else rule)
         ended = await service.approve(
             member,

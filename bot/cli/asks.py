@@ -424,13 +424,12 @@ def approve(ctx: click.Context, /, decision_id: str, edited: Any, allow: Scope |
     if rule is not None and allow is None:
         raise click.UsageError("--rule needs --allow run or --allow profile")
 
-    async def verb(decision: Decision) -> tuple[m.TaskOut, LearnedRuleOut | None]:
+    async def verb(decision: Decision) -> tuple[m.TaskOut, list[LearnedRuleOut]]:
         task = await decision.approve(tool_input=edited, allow=allow, rule=rule)
-        learned = None
-        if allow is not None and not task.parked:  # the rule it learned, to say so
+        learned: list[LearnedRuleOut] = []
+        if allow is not None and not task.parked:  # the rules it learned, to say so
             rules = await decision.run.workspace.learned_rules()
-            came = [r for r in rules if (r.from_.run_id, r.from_.key) == (task.run_id, task.key)]
-            learned = came[-1] if came else None
+            learned = [r for r in rules if (r.from_.run_id, r.from_.key) == (task.run_id, task.key)]
         return task, learned
 
     decision, (task, learned) = _found(ctx, decision_id, "approve", verb)
@@ -451,8 +450,8 @@ def approve(ctx: click.Context, /, decision_id: str, edited: Any, allow: Scope |
         click.echo(f"  proposed: {summary(decision.task)}")  # what the person changed
     else:
         click.echo(f"approved {sid} ({summary(decision.task)})")
-    if learned is not None:
-        click.echo(_learned_line(learned))
+    for each in learned:  # a compound shell line learns one rule per command
+        click.echo(_learned_line(each))
 
 
 @asks.command()
@@ -469,7 +468,8 @@ def proposal(ctx: click.Context, /, decision_id: str, as_json: bool,
         click.echo(json.dumps(found.model_dump(mode="json"), ensure_ascii=False))
         return
     sid = short_id(decision.task.run_id, decision.task.key)
-    click.echo(f"rule: {json.dumps(found.rule, ensure_ascii=False)}")
+    for each in found.rules or [found.rule]:  # one per command of a compound shell line
+        click.echo(f"rule: {json.dumps(each, ensure_ascii=False)}")
     if not found.would_allow:
         click.echo("it would have allowed none of the past calls (last 30 days)")
     else:

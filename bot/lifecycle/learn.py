@@ -62,7 +62,7 @@ class Learning(Recording):
             )
         return tool_input
 
-    def _proposed(self, run: Run, task: Task, tool_input: Any) -> list[dict[str, Any]]:
+    def proposed_rules(self, run: Run, task: Task, tool_input: Any) -> list[dict[str, Any]]:
         """The rules "Approve & allow like this" proposes: on a shell path one per command the
         run does not already grant."""
 
@@ -84,7 +84,13 @@ class Learning(Recording):
             return None
         learning.check_scope(allow, run.profile)
         tool_input = task.tool_input if approved_input is None else approved_input
-        rules = [allow.rule] if allow.rule is not None else self._proposed(run, task, tool_input)
+        rules = (
+            [allow.rule] if allow.rule is not None else self.proposed_rules(run, task, tool_input)
+        )
+        if allow.scope == "profile" and run.profile in self.profiles:
+            learning.check_profile_shell(
+                rules, task.tool, run.shell_commands, self.profiles[run.profile].shell_commands
+            )
         return [
             learning.check_rule(
                 rule,
@@ -179,7 +185,7 @@ class Learning(Recording):
             approved = task.reviewed_input
         call_input = task.tool_input if approved is None else approved
         if rule is None:
-            rules = self._proposed(run, task, call_input)
+            rules = self.proposed_rules(run, task, call_input)
         else:
             rules = [
                 learning.check_rule(
@@ -193,7 +199,7 @@ class Learning(Recording):
                 )
             ]
         past = [call for call in calls if call.id != task.id]
-        would_allow = learning.replayed(rules[0], past, shell_commands=run.shell_commands)
+        would_allow = learning.replayed(rules, past, shell_commands=run.shell_commands)
         return Proposal(rules[0], would_allow, tuple(rules))
 
     async def learned_rules(self, principal: Principal, workspace_id: str) -> list[LearnedRule]:
