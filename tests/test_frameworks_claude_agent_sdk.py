@@ -146,7 +146,8 @@ async def test_bare_callback_reads_the_environment_with_the_claude_code_profile(
     api: Served, alice: sdk.Workspace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`ClaudeAgentOptions(can_use_tool=can_use_tool)`: the service from the environment, the
-    built-in `claude-code` profile (reads granted, the rest asks a person)."""
+    built-in `claude-code` profile (reads and read-only Bash lines granted, the rest asks a
+    person)."""
     for name, value in (("URL", api.url), ("TOKEN", api.token("agent")), ("WORKSPACE", api.ws)):
         monkeypatch.setenv(f"APPROVALBOT_{name}", value)
     close_gates()
@@ -155,7 +156,7 @@ async def test_bare_callback_reads_the_environment_with_the_claude_code_profile(
     assert await can_use_tool("Grep", {"pattern": "x"}, context("t1")) == PermissionResultAllow()
     person = Person(alice)
     result = await person_meanwhile(
-        can_use_tool("Bash", {"command": "ls"}, context("t2")), lambda: person.deny("no")
+        can_use_tool("Bash", {"command": "make build"}, context("t2")), lambda: person.deny("no")
     )
     assert result == PermissionResultDeny(message="Bash was not run: denied by alice: no")
     assert person.seen[0].tool == "bash"  # the profile's alias
