@@ -89,6 +89,8 @@ CORPUS: list[tuple[str, str, str]] = [
     ("ls | xargs rm", "D", "xargs"),
     ("\\rm -rf ~", "D", "an escaped name is the name"),
     ('"rm" -rf ~', "D", "a quoted name is the name"),
+    ('r"m" -rf ~', "D", "a name quoted in pieces is the name"),
+    ("r'm' -rf ~ && ls", "D", "a name single-quoted in pieces"),
     ("X=1 rm -rf ~", "D", "a leading assignment"),
     ("if true; then rm -rf ~; fi", "D", "an if body"),
     ("for f in a; do rm $f; done", "D", "a for body"),

@@ -293,4 +293,34 @@ def test_the_fast_path_reads_a_plain_line_as_the_parser_does(
     if not _read_plain(line, fast):
         return  # not a plain line: only the parser reads it
     slow.read(_PARSER.parse(source).root_node)
-    assert (fast.commands, fast.opaque) == (slow.commands, slow.opaque), line
+    assert (list(dict.fromkeys(fast.commands)), fast.opaque) == (
+        list(dict.fromkeys(slow.commands)),
+        slow.opaque,
+    ), line
+
+
+_QUOTED_CONTENT = st.text(alphabet="ab ;&|#*?~.-=<>(){}'", max_size=6)
+_DOUBLE_CONTENT = st.text(alphabet="ab ;&|#*?~.-=<>(){}'", max_size=6)
+_QUOTED_PIECE = st.one_of(
+    _PLAIN_WORD.filter(lambda w: "?" not in w),
+    _QUOTED_CONTENT.filter(lambda t: "'" not in t).map(lambda t: f"'{t}'"),
+    _DOUBLE_CONTENT.map(lambda t: f'"{t}"'),
+)
+_QUOTED_WORD_ST = st.lists(_QUOTED_PIECE, min_size=1, max_size=3).map("".join)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(st.lists(_QUOTED_WORD_ST, min_size=1, max_size=5))
+def test_quoted_words_read_off_the_text_as_off_the_nodes(words: list[str]) -> None:
+    from bot.rules.shell import _PARSER, _QUOTED_COMMAND, _quoted_words, _Reader
+
+    line = " ".join(words)
+    source = line.encode()
+    root = _PARSER.parse(source).root_node
+    if root.has_error or root.named_child_count != 1 or root.named_children[0].type != "command":
+        return  # not one simple command: not what the shortcut reads
+    node = root.named_children[0]
+    text = source[node.start_byte : node.end_byte].decode()
+    if not _QUOTED_COMMAND.fullmatch(text) or "=" in text.split(None, 1)[0]:
+        return
+    assert _quoted_words(text) == _Reader(source, 0).words(node), line

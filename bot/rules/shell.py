@@ -34,16 +34,8 @@ from tree_sitter import Language, Node, Parser, Query, QueryCursor
 
 _BASH = Language(tree_sitter_bash.language())
 _PARSER = Parser(_BASH)
-_QUERY = Query(
-    _BASH,
-    """
-    (command) @command
-    (file_redirect) @redirect
-    (pipeline) @pipeline
-    (redirected_statement) @redirected
-    (command_substitution) @substitution
-    """,
-)
+_COMMANDS = Query(_BASH, "(command) @command")
+_COMMANDS_AND_REDIRECTS = Query(_BASH, "(command) @command (file_redirect) @redirect")
 
 # `bash -c` in `bash -c` deeper than this is not seen through: it only exists to hide something.
 MAX_SHELL_NESTING = 8
@@ -128,7 +120,8 @@ class _Reader:
         self.nesting = nesting
         self.commands: list[Command] = []
         self.opaque: list[str] = []
-        self.names: dict[int, str | None] = {}  # a command's start -> the name it runs
+        # A command's text -> the name it runs (None: an expansion), for commands read before.
+        self.read_before: dict[str, str | None] = {}
 
     def note(self, why: str) -> None:
         if why not in self.opaque and len(self.opaque) < MAX_REASONS:
@@ -140,46 +133,28 @@ class _Reader:
     def read(self, root: Node) -> None:
         if root.has_error:
             self.note("does not parse")  # what it holds is still read, for the denies
-        found = QueryCursor(_QUERY).captures(root)
-        for node in found.get("substitution", ()):
-            if (
-                self.source[node.start_byte] == 0x60
-                and b"\\`" in self.source[node.start_byte : node.end_byte]
-            ):
-                self.note("nested backquotes")  # `a \`b\`` nests what the parse does not see
+        if b"\\`" in self.source and b"`" in self.source.replace(b"\\`", b""):
+            self.note("nested backquotes")  # `a \`b\`` nests what the grammar does not see
+        # Only what a line holds is asked for: redirections only where there is a `>`.
+        query = _COMMANDS_AND_REDIRECTS if b">" in self.source else _COMMANDS
+        found = QueryCursor(query).captures(root)
         for node in sorted(found.get("command", ()), key=lambda n: n.start_byte):
             self.command(node)
-        for node in found.get("pipeline", ()):
-            self.pipeline(node)
-        for node in found.get("redirected", ()):
-            body = node.child_by_field_name("body")
-            name = None if body is None else self.inner_name(body)
-            if name in INTERPRETERS and any(self.feeds_input(c) for c in node.children):
-                self.note(f"feeds code to {name}")
         for node in found.get("redirect", ()):
             self.redirect(node)
 
-    def pipeline(self, node: Node) -> None:
-        """A stage after a pipe that is an interpreter runs what it is sent."""
-        after_pipe = False
-        for child in node.children:
-            if child.type in ("|", "|&"):
-                after_pipe = True
-            elif after_pipe:
-                name = self.inner_name(child)
-                if name in INTERPRETERS:
-                    self.note(f"pipes into {name}")
-
-    def inner_name(self, node: Node) -> str | None:
-        """The name of the command a pipeline stage runs, behind its wrappers."""
-        while node.type == "redirected_statement":
-            body = node.child_by_field_name("body")
-            if body is None:
-                return None
-            node = body
-        if node.type != "command":
-            return None
-        return self.names.get(node.start_byte)  # read by `command` before
+    def interpreter(self, node: Node, name: str) -> None:
+        """An interpreter reads code from its input: one after a pipe, or whose input is
+        redirected, anywhere above it, runs what it is sent."""
+        child, parent = node, node.parent
+        while parent is not None:
+            if parent.type == "pipeline" and child.start_byte > parent.start_byte:
+                self.note(f"pipes into {name}")
+            elif parent.type == "redirected_statement" and any(
+                self.feeds_input(c) for c in parent.children
+            ):
+                self.note(f"feeds code to {name}")
+            child, parent = parent, parent.parent
 
     def feeds_input(self, node: Node) -> bool:
         if node.type in ("heredoc_redirect", "herestring_redirect"):
@@ -229,8 +204,12 @@ class _Reader:
                 else:
                     out.append(self.word(child))
             elif kind == "command_name":
+                # `r"m"`: the grammar may give the name's pieces as its children, unjoined
                 named = child.named_children
-                out.append(self.word(named[0]) if named else _Word(self.text(child), None))
+                if len(named) == 1:
+                    out.append(self.word(named[0]))
+                else:
+                    out.append(self.word(child))
             elif kind in _NOT_WORDS or not child.is_named:
                 continue
             else:
@@ -239,18 +218,30 @@ class _Reader:
 
     def command(self, node: Node) -> None:
         text = self.text(node)
+        name = self.read_before.get(text, "")
+        if name != "":  # the same command again (a long line repeats itself): read already
+            if name in INTERPRETERS:
+                self.interpreter(node, name)  # where it stands matters, not what it says
+            return
         if _PLAIN_COMMAND.fullmatch(text) and "=" not in text:
             # plain words only (most commands): split as bash splits them, without visiting
             # each word's node; a command no one wraps or watches is its words, rejoined
             parts = text.split()
             if parts[0] not in _WATCHED and "/" not in parts[0]:
                 self.commands.append(Command(" ".join(parts)))
-                self.names[node.start_byte] = parts[0]
+                self.read_before[text] = parts[0]
+                if parts[0] in INTERPRETERS:
+                    self.interpreter(node, parts[0])
                 return
             words = [_Word(word, word) for word in parts]
+        elif _QUOTED_COMMAND.fullmatch(text) and "=" not in text.split(None, 1)[0]:
+            words = _quoted_words(text)  # quotes, but nothing they could expand
         else:
             words = self.words(node)
-        self.names[node.start_byte] = self.command_words(words)
+        name = self.command_words(words)
+        self.read_before[text] = name
+        if name in INTERPRETERS:
+            self.interpreter(node, name)
 
     def command_words(self, words: list[_Word]) -> str | None:
         """Collect a command and the ones behind its wrappers; the name it finally runs."""
@@ -308,20 +299,20 @@ class _Reader:
         return False
 
     def word(self, node: Node) -> _Word:
-        value = self.value(node)
         written = self.text(node)
+        value = self.value(node, written)
         if value is not None and _PLAIN.fullmatch(value):
             return _Word(value, value)
         return _Word(written, value)
 
-    def value(self, node: Node) -> str | None:
-        """The word's unquoted value when it expands nothing, else None."""
+    def value(self, node: Node, written: str) -> str | None:
+        """The word's unquoted value when it expands nothing, else None (`written`: its
+        text)."""
         kind = node.type
         if kind in ("word", "number"):
-            written = self.text(node)
             return _unescape(written) if "\\" in written else written
         if kind == "raw_string":
-            return self.text(node)[1:-1]
+            return written[1:-1]
         if kind == "string":
             parts: list[str] = []
             for child in node.children:
@@ -331,8 +322,8 @@ class _Reader:
                     return None
                 parts.append(_unescape_double(self.text(child)))
             return "".join(parts)
-        if kind == "concatenation":
-            pieces = [self.value(child) for child in node.children]
+        if kind in ("concatenation", "command_name"):
+            pieces = [self.value(child, self.text(child)) for child in node.children]
             if any(piece is None for piece in pieces):
                 return None
             return "".join(p for p in pieces if p is not None)
@@ -346,6 +337,21 @@ def _unescape(written: str) -> str:
 
 def _unescape_double(written: str) -> str:
     return re.sub(r'\\([$`"\\\n])', lambda m: "" if m.group(1) == "\n" else m.group(1), written)
+
+
+def _quoted_words(text: str) -> list[_Word]:
+    """The words of a command whose quotes hold nothing to expand (`grep -rn 'a b' "src"`),
+    read off its text: what `_Reader.words` reads off the nodes, without visiting them."""
+    words: list[_Word] = []
+    for found in _QUOTED_WORD.finditer(text):
+        written = found.group()
+        value = "".join(
+            part.group(1) if part.group(1) is not None else
+            part.group(2) if part.group(2) is not None else part.group()
+            for part in _QUOTED_PART.finditer(written)
+        )  # fmt: skip
+        words.append(_Word(value, value) if _PLAIN.fullmatch(value) else _Word(written, value))
+    return words
 
 
 def _short(text: str) -> str:
@@ -416,6 +422,14 @@ _PLAIN_COMMAND = re.compile(r"[A-Za-z0-9_@%+:,./~^*][A-Za-z0-9_@%+:,./~^*\- \t]*
 _NOT_WORDS = frozenset(
     {"variable_assignment", "file_redirect", "heredoc_redirect", "herestring_redirect", "comment"}
 )
+# A command whose words are plain or quoted without anything to expand inside (no `$`,
+# backquote, backslash or `!` in double quotes): `grep -rn 'TODO' --include='*.py' .`.
+_BARE = r"[A-Za-z0-9_@%+:,./~^*=-]+"
+_SINGLE = r"'([^']*)'"
+_DOUBLE = r'"([^"$`\\!]*)"'
+_QUOTED_PART = re.compile(f"{_BARE}|{_SINGLE}|{_DOUBLE}")
+_QUOTED_WORD = re.compile(f"(?:{_BARE}|{_SINGLE}|{_DOUBLE})+")
+_QUOTED_COMMAND = re.compile(f"[A-Za-z0-9_@%+:,./~^*'\"](?:{_BARE}|{_SINGLE}|{_DOUBLE}|[ \t]+)*")
 _WATCHED = frozenset(_WRAPPERS) | _JUDGED_NAMES | ROOT_WRAPPERS
 _PLAIN_REDIRECT = re.compile(r"[0-9]*(&>>|&>|>>|>\||>&|<>|<&|>|<)[ \t]*([A-Za-z0-9_@%+=:,./~^-]+)")
 _OPERATOR = re.compile(r"(&&|\|\||\|&|;|\||&)")
