@@ -79,6 +79,27 @@ def typical(count: int) -> tuple[float, float, int]:
     return _median_us(cold), _median_us(warm), int(statistics.mean(sizes))
 
 
+# Lines with no quote, expansion or redirection: read without the parser (the fast path).
+PLAIN = [
+    "git status && git diff --stat HEAD~{n} && ls -la src/app{n} | head -20 && npm test --"
+    " --run src/components/{n}",
+    "cd packages/web{n} && npm run build && npm run lint -- --fix && git add -A && git status"
+    " --short | wc -l",
+]
+
+
+def plain_lines(count: int) -> tuple[float, int]:
+    lines = [PLAIN[i % len(PLAIN)].format(n=i) for i in range(count)]
+    decide = _decide()
+    read_line.cache_clear()
+    times: list[float] = []
+    for line in lines:
+        start = time.perf_counter()
+        judge(decide, {"command": line}, SHELL, mode="ask", origin="model")
+        times.append(time.perf_counter() - start)
+    return _median_us(times), int(statistics.mean(len(line.encode()) for line in lines))
+
+
 def parse_alone(count: int) -> float:
     """The baseline: tree-sitter's parse of the same lines, nothing else."""
     from bot.rules.shell import _PARSER
@@ -152,6 +173,10 @@ def main() -> None:
           f"  (target <= 50 µs: {'met' if cold <= 50 else 'MISSED'})")  # fmt: skip
     print(f"typical line, parse cached: {warm:.1f} µs median")
     print(f"baseline, the same lines parsed by tree-sitter alone: {parse_alone(count):.1f} µs")
+    plain_us, plain_size = plain_lines(count)
+    met = "met" if plain_us <= 50 else "MISSED"
+    print(f"plain line ({plain_size} bytes: no quotes, expansions or redirections), judged:"
+          f" {plain_us:.1f} µs median  (target <= 50 µs: {met})")  # fmt: skip
     for name, (ms, bytes_, commands) in huge(5 if QUICK else 15).items():
         met = "met" if ms <= 20 else "MISSED"
         print(f"64 KiB line, {name} ({bytes_} bytes, {commands} distinct commands), parsed and"
