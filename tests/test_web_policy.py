@@ -131,6 +131,8 @@ async def test_approve_and_allow_from_the_page_learns_and_grants_the_next_call(
         assert "git push origin main" in row  # from which decision, by its title
         assert f'href="/decisions/{run_id}/now"' in policy
         assert "claude-code" in policy and "never force-push" in policy  # declared rules too
+        # the profiles' shell paths (issue 20): claude-code's Bash lines, ops' own
+        assert policy.count('class="shell-commands"') >= 2
 
         status, location = await post_form(
             client, f"{s.url}/policy/learned/{learned.id}/remove", {}, page_url=f"{s.url}/policy"

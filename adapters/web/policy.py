@@ -326,6 +326,7 @@ class ProfileRules:
     aliases: dict[str, str]
     requirements: list[dict[str, Any]]  # several approvers: approval_requirements
     forbid_self_approval: bool
+    shell_commands: list[dict[str, str]]  # text judged command by command
 
 
 @dataclass
@@ -355,6 +356,7 @@ def _profiles(request: web.Request) -> list[ProfileRules]:
                 dict(profile.aliases),
                 list(profile.approval_requirements),
                 profile.forbid_self_approval,
+                list(profile.shell_commands),
             )
         )
     return found
