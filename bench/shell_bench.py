@@ -24,7 +24,7 @@ from typing import Any
 from bot.profiles import with_builtins
 from bot.rules import Verdict, compile_policy
 from bot.rules.compound import compile_shell, judge
-from bot.rules.shell import read_line
+from bot.rules.shell import clear_cache, read_line
 
 QUICK = "--quick" in sys.argv
 PROFILE = with_builtins({})["claude-code"]
@@ -65,7 +65,7 @@ def typical(count: int) -> tuple[float, float, int]:
     lines = [TEMPLATES[i % len(TEMPLATES)].format(n=i) for i in range(count)]
     sizes = [len(line.encode()) for line in lines]
     decide = _decide()
-    read_line.cache_clear()
+    clear_cache()
     cold: list[float] = []
     for line in lines:
         start = time.perf_counter()
@@ -91,7 +91,7 @@ PLAIN = [
 def plain_lines(count: int) -> tuple[float, int]:
     lines = [PLAIN[i % len(PLAIN)].format(n=i) for i in range(count)]
     decide = _decide()
-    read_line.cache_clear()
+    clear_cache()
     times: list[float] = []
     for line in lines:
         start = time.perf_counter()
@@ -132,7 +132,7 @@ def huge(rounds: int) -> dict[str, tuple[float, int, int]]:
     shape: dict[str, tuple[int, int]] = {}
     for round_ in range(rounds):
         for name, line in _huge_lines(round_).items():
-            read_line.cache_clear()
+            clear_cache()
             start = time.perf_counter()
             judge(decide, {"command": line}, SHELL, mode="ask", origin="model")
             times.setdefault(name, []).append(time.perf_counter() - start)

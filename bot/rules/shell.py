@@ -478,7 +478,21 @@ def _read_plain(line: str, reader: _Reader) -> bool:
     return True
 
 
+# Lines up to this long are remembered (4,096 of them): agents run the same lines again and
+# again. A longer one is read each time, so the cache never holds more than about 16 MiB.
+CACHED_LINE_CHARS = 4096
+
+
 @lru_cache(maxsize=4096)
+def _cached(line: str) -> ShellLine:
+    return _read(line)
+
+
 def read_line(line: str) -> ShellLine:
     """The commands of a bash line and what in it cannot be seen through (cached per text)."""
-    return _read(line)
+    return _cached(line) if len(line) <= CACHED_LINE_CHARS else _read(line)
+
+
+def clear_cache() -> None:
+    """Forget the lines read so far (for benches that time the parse)."""
+    _cached.cache_clear()
