@@ -314,14 +314,10 @@ class _Reader:
         if kind == "raw_string":
             return written[1:-1]
         if kind == "string":
-            parts: list[str] = []
-            for child in node.children:
-                if child.type == '"':
-                    continue
-                if child.type != "string_content":
-                    return None
-                parts.append(_unescape_double(self.text(child)))
-            return "".join(parts)
+            # Text only (the grammar gives no node for blank text: read between the quotes).
+            if any(child.type not in ('"', "string_content") for child in node.children):
+                return None
+            return _unescape_double(written[1:-1])
         if kind in ("concatenation", "command_name"):
             pieces = [self.value(child, self.text(child)) for child in node.children]
             if any(piece is None for piece in pieces):
