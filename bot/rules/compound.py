@@ -271,8 +271,13 @@ def judge(
     for steps, line in lines:
         read = read_line(line)
         unseen.extend(why for why in read.opaque if why not in unseen)
-        for command in read.commands:
-            judged.append((command, evaluate(with_text(tool_input, steps, command.text))))
+        if len(steps) == 1 and type(tool_input) is dict:  # `command`: the usual shell path
+            key = steps[0][0]
+            for command in read.commands:
+                judged.append((command, evaluate({**tool_input, key: command.text})))
+        else:
+            for command in read.commands:
+                judged.append((command, evaluate(with_text(tool_input, steps, command.text))))
     return _combine(whole, judged, tuple(unseen), mode=mode, origin=origin)
 
 

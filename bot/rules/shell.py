@@ -30,12 +30,12 @@ from functools import lru_cache
 from typing import Literal, NamedTuple
 
 import tree_sitter_bash
-from tree_sitter import Language, Node, Parser, Query, QueryCursor
+from tree_sitter import Language, Node, Parser
 
 _BASH = Language(tree_sitter_bash.language())
 _PARSER = Parser(_BASH)
-_COMMANDS = Query(_BASH, "(command) @command")
-_COMMANDS_AND_REDIRECTS = Query(_BASH, "(command) @command (file_redirect) @redirect")
+# What in a command's text may hold another command or a redirection.
+_MAY_HOLD_MORE = re.compile(rb"[$`<>]")
 
 # `bash -c` in `bash -c` deeper than this is not seen through: it only exists to hide something.
 MAX_SHELL_NESTING = 8
@@ -111,9 +111,8 @@ class _Word(NamedTuple):
 class _Reader:
     """One pass over a parsed line, collecting commands and what it cannot see through.
 
-    A query (run by tree-sitter, in C) finds every command, redirection, pipeline and
-    substitution wherever it sits, so no Python walks the tree node by node and no nesting,
-    however deep, recurses here."""
+    It visits the nodes around the commands, not the words inside them (unless they can hold
+    more), and no nesting, however deep, recurses here."""
 
     def __init__(self, source: bytes, nesting: int) -> None:
         self.source = source
@@ -135,12 +134,26 @@ class _Reader:
             self.note("does not parse")  # what it holds is still read, for the denies
         if b"\\`" in self.source and b"`" in self.source.replace(b"\\`", b""):
             self.note("nested backquotes")  # `a \`b\`` nests what the grammar does not see
-        # Only what a line holds is asked for: redirections only where there is a `>`.
-        query = _COMMANDS_AND_REDIRECTS if b">" in self.source else _COMMANDS
-        found = QueryCursor(query).captures(root)
-        for node in sorted(found.get("command", ()), key=lambda n: n.start_byte):
+        # Every command and output redirection, in the order they are written. The walk
+        # keeps its own stack (a line of 4,000 commands nests its lists 4,000 deep) and goes
+        # into a command only where it can hold more: `$(…)`, backquotes, `<(…)`, a redirection.
+        source = self.source
+        commands: list[Node] = []
+        redirects: list[Node] = []
+        stack = [root]
+        while stack:
+            node = stack.pop()
+            kind = node.type
+            if kind == "command":
+                commands.append(node)
+                if _MAY_HOLD_MORE.search(source, node.start_byte, node.end_byte) is None:
+                    continue
+            elif kind == "file_redirect":
+                redirects.append(node)
+            stack.extend(reversed(node.children))
+        for node in commands:
             self.command(node)
-        for node in found.get("redirect", ()):
+        for node in redirects:
             self.redirect(node)
 
     def interpreter(self, node: Node, name: str) -> None:
@@ -339,8 +352,10 @@ def _quoted_words(text: str) -> list[_Word]:
     """The words of a command whose quotes hold nothing to expand (`grep -rn 'a b' "src"`),
     read off its text: what `_Reader.words` reads off the nodes, without visiting them."""
     words: list[_Word] = []
-    for found in _QUOTED_WORD.finditer(text):
-        written = found.group()
+    for written in _QUOTED_WORD.findall(text):
+        if "'" not in written and '"' not in written:
+            words.append(_Word(written, written))  # as written, whether plain or a glob
+            continue
         value = "".join(
             part.group(1) if part.group(1) is not None else
             part.group(2) if part.group(2) is not None else part.group()
@@ -424,7 +439,7 @@ _BARE = r"[A-Za-z0-9_@%+:,./~^*=-]+"
 _SINGLE = r"'([^']*)'"
 _DOUBLE = r'"([^"$`\\!]*)"'
 _QUOTED_PART = re.compile(f"{_BARE}|{_SINGLE}|{_DOUBLE}")
-_QUOTED_WORD = re.compile(f"(?:{_BARE}|{_SINGLE}|{_DOUBLE})+")
+_QUOTED_WORD = re.compile(f"""(?:{_BARE}|'[^']*'|"[^"$`\\\\!]*")+""")
 _QUOTED_COMMAND = re.compile(f"[A-Za-z0-9_@%+:,./~^*'\"](?:{_BARE}|{_SINGLE}|{_DOUBLE}|[ \t]+)*")
 _WATCHED = frozenset(_WRAPPERS) | _JUDGED_NAMES | ROOT_WRAPPERS
 _PLAIN_REDIRECT = re.compile(r"[0-9]*(&>>|&>|>>|>\||>&|<>|<&|>|<)[ \t]*([A-Za-z0-9_@%+=:,./~^-]+)")
