@@ -94,11 +94,11 @@ def _command_glob(text: str) -> str:
 
 
 def _folder_glob(path: str) -> str:
-    """`src/app/x.py` -> `src/app/*`; a bare file name stays as it is."""
+    """`src/app/x.py` -> `src/app/*`; a bare file name stays as it is (its wildcards `?`)."""
     folder = posixpath.dirname(path)
     if not folder:
-        return path
-    return folder.rstrip("/") + "/*"
+        return literal(path)
+    return literal(folder.rstrip("/")) + "/*"
 
 
 def propose(
@@ -123,8 +123,9 @@ def propose_all(
     """`propose`, with one rule per command of a compound shell line that the run does not
     already grant (`granted`: the run's judgement of the call with one command's text at its
     path); never an empty list."""
-    # `|` separates alternatives in a rule's `tool`; `?` matches it (and only one byte).
-    rule: dict[str, Any] = {"tool": tool.replace("|", "?") or "?", "verdict": "allow"}
+    # `|` separates alternatives in a rule's `tool`, `*` and `?` are wildcards: each of them in
+    # the tool's own name is `?` (one byte, the narrowest glob that still matches it).
+    rule: dict[str, Any] = {"tool": literal(tool.replace("|", "?")) or "?", "verdict": "allow"}
     if origin != "model":
         rule["origin"] = origin
     lines = compound.shell_lines(compound.compile_shell(shell_commands), tool, tool_input)

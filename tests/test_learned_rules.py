@@ -17,6 +17,7 @@ from bot.config import ProfileConfig, Settings
 from bot.core import Core
 from bot.errors import ApprovalError
 from bot.learning import propose
+from bot.rules import compile_policy
 from bot.service import AllowSpec, CallSpec, RunSpec
 from store.sql import SqlStore
 from tests.conftest import World, make_world
@@ -499,3 +500,27 @@ async def test_the_replay_of_a_compound_proposal_uses_all_its_rules_together(wor
     proposal = await s.proposal(world.alice, WS, run_id, "now")
     assert len(proposal.rules) == 2
     assert sorted(t.key for t in proposal.would_allow) == ["p1", "p2"]  # never p3's rm
+
+
+@pytest.mark.parametrize(
+    ("tool", "tool_input", "expected"),
+    [
+        ("bash", {"command": "cat *.md"}, {"path": "command", "match": "cat ?.md"}),
+        ("mcp__*", {}, {}),
+        ("write", {"file_path": "*/notes.txt"}, {"path": "file_path", "match": "?/*"}),
+        ("write", {"file_path": "a?b.txt"}, {"path": "file_path", "match": "a?b.txt"}),
+        ("edit", {"path": "src/*/x.py"}, {"path": "path", "match": "src/?/*"}),
+    ],
+)
+def test_a_proposal_never_copies_the_calls_own_wildcards(
+    tool: str, tool_input: dict[str, Any], expected: dict[str, str]
+) -> None:
+    """Issue 21 (4): only the wildcard the service adds is `*`; the call's own `*` and `?`
+    become `?`, so `cat *.md` never learns a rule that grants `cat ~/.ssh/id_rsa # .md`."""
+    rule = propose(tool, tool_input)
+    assert rule == {"tool": tool.replace("*", "?"), "verdict": "allow", **expected}
+    policy = compile_policy([rule])
+    if tool == "mcp__*":
+        assert policy.evaluate(tool_name="mcp__evil", tool_input={}, mode="rules").outcome == (
+            "failed"
+        )
