@@ -79,7 +79,10 @@ async def login(request: web.Request) -> web.Response:
 
 
 async def login_link(request: web.Request) -> web.Response:
-    """A one-time sign-in link: used once, within its short lifetime."""
+    """A one-time sign-in link: used once, within its short lifetime, by a GET. A HEAD (a link
+    preview, a mail scanner looking before the person clicks) is answered and leaves it be."""
+    if request.method != "GET":
+        return web.Response(status=200, content_type="text/html")
     core = state(request).core
     principal = await logins.consume(core.store, core.clock, request.match_info["token"])
     if principal is None:
