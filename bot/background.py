@@ -4,6 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import traceback
+
+
+def log_failure(log: logging.Logger, what: str, error: BaseException) -> None:
+    """A failure as the log may hold it: the operation, the exception's type and its stack
+    frames; never its message, which for a database error carries the SQL and its parameters
+    (tool inputs, tokens' hashes)."""
+    frames = "".join(traceback.format_tb(error.__traceback__))
+    log.error("%s failed: %s; retrying\n%s", what, type(error).__name__, frames)
 
 
 class BackgroundLoop:

@@ -12,7 +12,7 @@ import logging
 from collections.abc import Mapping
 from datetime import timedelta
 
-from bot.background import BackgroundLoop
+from bot.background import BackgroundLoop, log_failure
 from bot.clock import Clock
 from bot.metrics import NOTIFICATIONS
 from bot.ports import Notifier, Store
@@ -86,8 +86,8 @@ class OutboxRelay(BackgroundLoop):
                 count = await self.run_once()
             except asyncio.CancelledError:
                 raise
-            except Exception:
-                log.exception("outbox relay failed; retrying")
+            except Exception as error:
+                log_failure(log, "outbox relay", error)
                 count = 0
             if count >= self.batch:
                 continue

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 
 from bot import errors
-from bot.background import BackgroundLoop
+from bot.background import BackgroundLoop, log_failure
 from bot.clock import Clock
 from bot.decisions import Writes, attention_event, log_entry, work_available
 from bot.domain import PARKED_STATES, Ending, NewEvent, Run, Task, Timer
@@ -143,8 +143,8 @@ class Scheduler(BackgroundLoop):
                 due = await self.service.store.next_timer_due()
             except asyncio.CancelledError:
                 raise
-            except Exception:
-                log.exception("clock: firing due deadlines failed; retrying")
+            except Exception as error:
+                log_failure(log, "clock: firing due deadlines", error)
                 due = None
                 await asyncio.sleep(1)
             now = self.clock.now()
