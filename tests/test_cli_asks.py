@@ -273,3 +273,23 @@ async def test_the_demo_stops_its_run_and_titles_each_apart(api: Served) -> None
     assert demo_title(datetime(2026, 1, 1, 9, tzinfo=UTC)) != demo_title(
         datetime(2026, 1, 1, 9, 0, 1, tzinfo=UTC)
     )
+
+
+async def test_the_table_masks_what_an_agent_wrote(api: Served) -> None:
+    """Issue 21 (11): a secret in a run's title or a call's command never reaches the
+    terminal's table (masked as on every other surface)."""
+    agent = await api.core.admin.authenticate(api.token("agent"))
+    assert agent is not None
+    service = api.core.service
+    token = "ghp_0123456789abcdefghijklmnopqrstuvwxyzAB"
+    key = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+    run = await service.declare_run(
+        agent, api.ws, RunSpec(approval_mode="ask", title=f"release with {token}")
+    )
+    command = f"AWS_SECRET_ACCESS_KEY={key} aws s3 ls"
+    await service.append(agent, api.ws, run.id, CallSpec("bash", {"command": command}, key="s3"))
+    result = await invoke("asks", env=member_env(api, COLUMNS="200"))
+    assert result.exit_code == 0, result.output
+    assert token not in result.output and token[:12] not in result.output
+    assert key not in result.output and key[:8] not in result.output
+    assert "ghp_****" in result.output or "release with" in result.output

@@ -170,4 +170,4 @@ async def run_action(request: web.Request) -> web.Response:
         redirect(request, target, f"{error.code}: {error.detail}", "error")
     done = {"stop": "stopped", "retry": "resumed", "abandon": "abandoned"}[action]
     tone = "outcome-approved" if action == "retry" else "outcome-cancelled"
-    redirect(request, target, f"{run.title or run.id}: {done} by you", f"ok {tone}")
+    redirect(request, target, f"{render.run_name(run)}: {done} by you", f"ok {tone}")

@@ -99,6 +99,7 @@ def make_env() -> jinja2.Environment:
         static=lambda name: f"/web/static/{name}?v={version}",
         decision_path=links.decision_path,
         run_path=links.run_path,
+        run_name=render.run_name,
         when=render.when,
     )
     return env

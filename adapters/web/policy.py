@@ -388,7 +388,7 @@ async def policy(request: web.Request) -> web.Response:
     runs = await runs_by_id(request, {r.rule.run_id for r in rows if r.rule.run_id})
     for row in rows:
         run = runs.get(row.rule.run_id or "")
-        row.run_title = run.title if run is not None and run.title else row.rule.run_id or ""
+        row.run_title = render.run_name(run, row.rule.run_id or "")
     return _secured(
         page(
             request,

@@ -25,6 +25,7 @@ from urllib.parse import urlencode
 
 from aiohttp import web
 
+from adapters.web import render
 from adapters.web.context import (
     error_html,
     fragment,
@@ -76,7 +77,7 @@ class Group:
 
     @property
     def title(self) -> str:
-        return self.run.title if self.run and self.run.title else self.run_id
+        return render.run_name(self.run, self.run_id)
 
     @property
     def more(self) -> int:

@@ -245,6 +245,15 @@ class ProfileView:
     unseen: list[str] = field(default_factory=list)  # why parts cannot be seen through
 
 
+def run_name(run: Any, fallback: str = "") -> str:
+    """A run as the page names it: its title masked like every agent-written text (a title
+    may carry a secret the agent put there), else `fallback` (its id, or the first call)."""
+    title = getattr(run, "title", "") if run is not None else ""
+    if title:
+        return mask_text(str(title))
+    return fallback or (getattr(run, "id", "") if run is not None else "")
+
+
 def profile_view(profile: dict[str, Any] | None) -> ProfileView:
     """The frozen effect profile as badges: effects, risk, reversibility, targets, a shell
     line's commands (when there are several, or parts that cannot be seen through), the rest.

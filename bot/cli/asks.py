@@ -147,7 +147,9 @@ def _table(asks: list[m.AskOut], width: int) -> Table:
             "run": ask.run_title or ask.run_id,
             "due": _until(ask.deadline),
         }
-        table.add_row(*(one_line(cells[n], widths[n]) for n in names))
+        # What an agent wrote is masked as on every surface (a secret in a command or a run's
+        # title never reaches the terminal); ids and times are the service's own.
+        table.add_row(*(one_line(mask_text(cells[n]), widths[n]) for n in names))
     return table
 
 
