@@ -193,25 +193,49 @@ def render_call(task: Task) -> CallView:
     return CallView(blocks, _json(rest) if rest else "")
 
 
+# A clipped card's line keeps this many characters (its head and tail): a card is clipped by
+# characters as well as lines, so a one-line command of a megabyte costs the inbox a line.
+LINE_CHARS = 400
+
+
+def cut_line(line: str, width: int = LINE_CHARS) -> str:
+    """A long line's head and tail, saying how much was left out between them."""
+    if len(line) <= width:
+        return line
+    head = width * 2 // 3
+    tail = width - head
+    return f"{line[:head]} … {len(line) - head - tail} more characters … {line[-tail:]}"
+
+
 def clip(text: str, max_lines: int = 24) -> tuple[str, int]:
-    """Head and tail of a long text, and how many lines were left out."""
+    """Head and tail of a long text, each line cut to its head and tail, and how many lines
+    were left out."""
     lines = text.split("\n")
-    if len(lines) <= max_lines:
+    hidden = 0
+    if len(lines) > max_lines:
+        head = max_lines * 2 // 3
+        tail = max_lines - head
+        hidden = len(lines) - head - tail
+        lines = [*lines[:head], f"… {hidden} more lines …", *lines[-tail:]]
+    elif len(text) <= LINE_CHARS:
         return text, 0
-    head = max_lines * 2 // 3
-    tail = max_lines - head
-    hidden = len(lines) - head - tail
-    return "\n".join([*lines[:head], f"… {hidden} more lines …", *lines[-tail:]]), hidden
+    return "\n".join(cut_line(line) for line in lines), hidden
 
 
 def clip_lines(lines: list[Line], max_lines: int = 40) -> tuple[list[Line], int]:
-    if len(lines) <= max_lines:
-        return lines, 0
-    head = max_lines * 2 // 3
-    tail = max_lines - head
-    hidden = len(lines) - head - tail
-    marker = Line("hunk", f"… {hidden} more lines …")
-    return [*lines[:head], marker, *lines[-tail:]], hidden
+    hidden = 0
+    if len(lines) > max_lines:
+        head = max_lines * 2 // 3
+        tail = max_lines - head
+        hidden = len(lines) - head - tail
+        marker = Line("hunk", f"… {hidden} more lines …")
+        lines = [*lines[:head], marker, *lines[-tail:]]
+    return [
+        line
+        if len(line.text) <= LINE_CHARS
+        else dataclasses.replace(line, text=cut_line(line.text))
+        for line in lines
+    ], hidden
 
 
 @dataclass(frozen=True)
