@@ -14,7 +14,7 @@ from bot.errors import ApprovalError
 from bot.rules import Verdict, compile_policy
 from bot.rules.compound import LineVerdict, check_shell_commands, compile_shell, judge
 from bot.rules.shell import read_line
-from tests.shell_corpus import CORPUS, DENY_REASONS, RULES
+from tests.shell_corpus import BYPASSES, CORPUS, DENY_REASONS, RULES
 
 POLICY = compile_policy(RULES)
 SHELL = compile_shell([{"tool": "bash", "path": "command"}])
@@ -324,3 +324,21 @@ def test_quoted_words_read_off_the_text_as_off_the_nodes(words: list[str]) -> No
     if not _QUOTED_COMMAND.fullmatch(text) or "=" in text.split(None, 1)[0]:
         return
     assert _quoted_words(text) == _Reader(source, 0).words(node), line
+
+
+_REVIEW = compile_policy(
+    [
+        {"tool": "bash", "path": "command", "match": m, "verdict": "allow"}
+        for m in ("ls", "ls *", "echo *", "cat *", "git status", "true", "find *", "git push *")
+    ]
+    + [{"tool": "bash", "path": "command", "match": "rm *", "verdict": "deny"}]
+)
+
+
+@pytest.mark.parametrize("mode", ["ask", "rules"])
+@pytest.mark.parametrize(("line", "what"), BYPASSES, ids=[b[1] for b in BYPASSES])
+def test_what_bash_would_run_behind_the_grammar_is_never_granted(
+    line: str, what: str, mode: str
+) -> None:
+    verdict = judged(line, mode, policy=_REVIEW).verdict
+    assert verdict.outcome != "granted", (what, verdict.why)

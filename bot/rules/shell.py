@@ -36,6 +36,15 @@ _BASH = Language(tree_sitter_bash.language())
 _PARSER = Parser(_BASH)
 # What in a command's text may hold another command or a redirection.
 _MAY_HOLD_MORE = re.compile(rb"[$`<>]")
+_SUBSTITUTION = re.compile(rb"\$\((?!\()")
+_SUBSTITUTION_OR_TICK = re.compile(rb"\$\((?!\()|`")
+_CONTINUED_WORD = re.compile(rb"[^\s\\]\\\n[^\s]")
+_QUOTING = re.compile(rb"'|\\\$|\$'")
+# Where bash evaluates text as arithmetic or a name (a stored `a[$(…)]` then runs).
+_EVALUATES = re.compile(
+    rb"\$\(\(|\(\(|\[\[|\$\{!|@[A-Za-z]\}|\bprintf\s+-v|\$\{\w+\[|\w\[[^]\n]*\]\+?=|"
+    rb"\b(?:declare|typeset|local|let|unset|readonly|read|mapfile|readarray|export)\b"
+)
 
 # `bash -c` in `bash -c` deeper than this is not seen through: it only exists to hide something.
 MAX_SHELL_NESTING = 8
@@ -55,7 +64,18 @@ INTERPRETERS = SHELLS | frozenset(
         "osascript", "jshell", "irb", "scala", "groovy", "julia",
     }
 )  # fmt: skip
-UNSEEN = frozenset({"eval", "source", "."})
+UNSEEN = frozenset(
+    {"eval", "source", ".", "trap", "alias", "bind", "complete", "compgen", "enable", "fc",
+     "let", "mapfile", "readarray"}
+)  # fmt: skip
+# Variables that change which program a command runs or what it runs besides.
+DANGEROUS_NAMES = frozenset(
+    {"PATH", "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "BASH_ENV", "ENV", "PS1", "PS2",
+     "PS4", "PROMPT_COMMAND", "SHELLOPTS", "BASHOPTS", "IFS", "CDPATH", "PAGER", "MANPAGER",
+     "EDITOR", "VISUAL", "PYTHONSTARTUP", "PYTHONPATH", "NODE_OPTIONS", "PERL5OPT", "PERL5LIB",
+     "RUBYOPT", "LESSOPEN", "LESSCLOSE", "BROWSER", "SSH_ASKPASS", "SUDO_ASKPASS"}
+)  # fmt: skip
+DANGEROUS_PREFIXES = ("GIT_", "DYLD_", "BASH_FUNC_")
 FIND_ACTIONS = frozenset(
     {"-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprint0", "-fprintf", "-fls"}
 )
@@ -70,7 +90,7 @@ _WRAPPERS: dict[str, tuple[frozenset[str], bool]] = {
     "sudo": (frozenset("-u -g -C -D -h -p -r -t -U -T -R --user --group --chdir --host "
                        "--prompt --role --type --other-user --command-timeout".split()), False),
     "doas": (frozenset(["-u", "-C"]), False),
-    "env": (frozenset("-u -C -S --unset --chdir --split-string".split()), False),
+    "env": (frozenset("-u -C -S -a -P --unset --chdir --split-string --argv0".split()), False),
     "nice": (frozenset(["-n", "--adjustment"]), False),
     "nohup": (frozenset(), False),
     "time": (frozenset(["-f", "-o", "--format", "--output"]), False),
@@ -79,7 +99,7 @@ _WRAPPERS: dict[str, tuple[frozenset[str], bool]] = {
     "command": (frozenset(), False),
     "builtin": (frozenset(), False),
     "exec": (frozenset(["-a"]), False),
-    "xargs": (frozenset("-a -d -E -I -L -n -P -s --arg-file --delimiter --max-lines "
+    "xargs": (frozenset("-a -d -E -I -J -R -L -n -P -s --arg-file --delimiter --max-lines "
                         "--max-args --max-procs --max-chars --process-slot-var".split()), False),
     "unbuffer": (frozenset(), False),
     "chronic": (frozenset(), False),
@@ -130,14 +150,25 @@ class _Reader:
         return self.source[node.start_byte : node.end_byte].decode("utf-8", "replace")
 
     def read(self, root: Node) -> None:
+        source = self.source
         if root.has_error:
             self.note("does not parse")  # what it holds is still read, for the denies
-        if b"\\`" in self.source and b"`" in self.source.replace(b"\\`", b""):
-            self.note("nested backquotes")  # `a \`b\`` nests what the grammar does not see
+        if b"`" in source or _SUBSTITUTION.search(source):
+            self.account(root)
+        if _CONTINUED_WORD.search(source):
+            # bash joins `r\<newline>m` into one word (and `x\<newline>#` into `x#`); the
+            # grammar splits it
+            self.note("a line continuation inside a word")
+        if (
+            _EVALUATES.search(source)
+            and _QUOTING.search(source)
+            and _SUBSTITUTION_OR_TICK.search(source)
+        ):
+            # `x='a[$(rm …)]'; echo $((x))`: bash evaluates a subscript stored as text
+            self.note("evaluates text that may hold a command substitution")
         # Every command and output redirection, in the order they are written. The walk
         # keeps its own stack (a line of 4,000 commands nests its lists 4,000 deep) and goes
         # into a command only where it can hold more: `$(…)`, backquotes, `<(…)`, a redirection.
-        source = self.source
         commands: list[Node] = []
         redirects: list[Node] = []
         stack = [root]
@@ -150,11 +181,61 @@ class _Reader:
                     continue
             elif kind == "file_redirect":
                 redirects.append(node)
+            elif kind == "variable_assignment":
+                self.assignment(node)
+            elif kind == "heredoc_redirect" and _quoted_heredoc(node):
+                # a quoted delimiter (`<<'EOF'`, `<<E"OF"`): its body is data, whatever the
+                # grammar made of it
+                stack.extend(c for c in reversed(node.children) if c.type != "heredoc_body")
+                continue
             stack.extend(reversed(node.children))
         for node in commands:
             self.command(node)
         for node in redirects:
             self.redirect(node)
+
+    def account(self, root: Node) -> None:
+        """Every backquote and `$(` bash would run must be one the grammar read as a
+        substitution; any other (in a heredoc body after blanks, in `${x:-`…`}`, behind a `$`
+        in a delimiter) is not seen through. Backquotes that hold a backslash re-read their
+        text (`\\$(…)` is `$(…)` inside them): not seen through either."""
+        source = self.source
+        data: list[tuple[int, int]] = []  # quoted text and comments: no substitution there
+        parsed: set[int] = set()  # where the grammar's substitutions start (and `…` ends)
+        stack = [root]
+        while stack:
+            node = stack.pop()
+            kind = node.type
+            if kind in ("raw_string", "ansi_c_string", "comment"):
+                data.append((node.start_byte, node.end_byte))
+                continue
+            if kind == "heredoc_redirect" and _quoted_heredoc(node):
+                data.extend(
+                    (c.start_byte, c.end_byte) for c in node.children if c.type == "heredoc_body"
+                )
+            elif kind == "command_substitution":
+                parsed.add(node.start_byte)
+                if source[node.start_byte] == 0x60:  # `…`
+                    parsed.add(node.end_byte - 1)
+                    if b"\\" in source[node.start_byte : node.end_byte]:
+                        self.note("backquotes that re-read their text")
+            stack.extend(node.children)
+        for found in _SUBSTITUTION_OR_TICK.finditer(source):
+            at = found.start()
+            if at in parsed or any(start <= at < end for start, end in data):
+                continue
+            if at and source[at - 1] == 0x5C:  # `\$(`, `\``: a literal (inside backquotes,
+                continue  # caught above)
+            self.note("a command substitution the grammar does not read")
+            return
+
+    def assignment(self, node: Node) -> None:
+        """An assignment that changes how commands are found or what they run is not seen
+        through (`PATH=…`, `LD_PRELOAD=…`, `GIT_CONFIG_…=…`, `PS4=…`)."""
+        name_node = node.child_by_field_name("name")
+        name = self.text(name_node) if name_node is not None else ""
+        if _dangerous_name(name):
+            self.note(f"sets {name}")
 
     def interpreter(self, node: Node, name: str) -> None:
         """An interpreter reads code from its input: one after a pipe, or whose input is
@@ -188,6 +269,11 @@ class _Reader:
             if operator in OUTPUT_OPERATORS and not dup and target != "/dev/null":
                 self.note(f"writes to {_short(target)}")
             return
+        destinations = [c for c in node.named_children if c.type != "file_descriptor"]
+        if len(destinations) > 1:
+            # `ls 2>/dev/null --force`: the grammar hands the words after a redirection to
+            # it; bash gives them to the command
+            self.note("words after a redirection")
         if self.operator(node) not in OUTPUT_OPERATORS:
             return
         target = node.child_by_field_name("destination")
@@ -231,6 +317,10 @@ class _Reader:
 
     def command(self, node: Node) -> None:
         text = self.text(node)
+        if "=" in text:  # prefix assignments (`FOO=1 ls`) set the command's environment
+            for child in node.children:
+                if child.type == "variable_assignment":
+                    self.assignment(child)
         name = self.read_before.get(text, "")
         if name != "":  # the same command again (a long line repeats itself): read already
             if name in INTERPRETERS:
@@ -288,14 +378,24 @@ class _Reader:
             for word in words[1:]:
                 if word.value in FIND_ACTIONS:
                     self.note(f"find {word.value}")
+                elif word.value is None:  # `$'-exec'`, `$ACTION`: could be any of them
+                    self.note("find with a computed argument")
         elif name == "tee":
             for word in words[1:]:
                 if word.value is None or (not word.value.startswith("-")):
                     if word.value != "/dev/null":
                         self.note(f"writes to {_short(word.text)}")
-        elif name == "env" and any(w.value in ("-S", "--split-string") for w in words[1:]):
-            self.note("env -S splits its own command line")
-        elif name == "time" and any(w.value in ("-o", "--output") for w in words[1:]):
+        elif name == "env":
+            for word in words[1:]:
+                value = word.value or ""
+                if value.startswith("--split-string") or _short_option(value, "S"):
+                    self.note("env -S splits its own command line")
+                elif _ASSIGNMENT.match(value) and _dangerous_name(value.split("=", 1)[0]):
+                    self.note(f"sets {value.split('=', 1)[0]}")
+        elif name == "time" and any(
+            (w.value or "").startswith("--output") or _short_option(w.value or "", "o")
+            for w in words[1:]
+        ):
             self.note("writes to a file (time -o)")
         elif name in SHELLS:
             script = _shell_script(words)
@@ -365,6 +465,25 @@ def _quoted_words(text: str) -> list[_Word]:
     return words
 
 
+def _quoted_heredoc(node: Node) -> bool:
+    """Whether a heredoc's delimiter is quoted (any quote or backslash in it): its body is
+    then literal text."""
+    for child in node.children:
+        if child.type == "heredoc_start":
+            text = child.text or b""
+            return any(mark in text for mark in (b"'", b'"', b"\\"))
+    return False
+
+
+def _dangerous_name(name: str) -> bool:
+    return name in DANGEROUS_NAMES or name.startswith(DANGEROUS_PREFIXES)
+
+
+def _short_option(value: str, letter: str) -> bool:
+    """`-S`, `-iS`, `-Sfoo`: a cluster of short options holding `letter`."""
+    return len(value) > 1 and value[0] == "-" and value[1] != "-" and letter in value[1:]
+
+
 def _short(text: str) -> str:
     """A word as a reason names it: cut, so a reason stays a line."""
     return text if len(text) <= 60 else text[:59] + "…"
@@ -402,17 +521,32 @@ def _behind_wrapper(words: list[_Word]) -> list[_Word] | None:
 
 
 def _shell_script(words: list[_Word]) -> str | Literal[False] | None:
-    """The string `bash -c STRING` runs: the string, None when it is computed, False when the
-    shell is not given one (it runs a script file, or reads its input)."""
-    for index, word in enumerate(words[1:], start=1):
-        value = word.value
-        if value is None or not value.startswith("-") or value in ("-", "--"):
-            return False
-        if not value.startswith("--") and "c" in value[1:]:
-            if index + 1 >= len(words):
-                return False
-            return words[index + 1].value
-    return False
+    """The string `bash -c STRING` runs: the string, None when it is computed (or missing),
+    False when the shell is not given one (it runs a script file, or reads its input). As bash
+    reads it: `-c` anywhere among the options, the string the first word after them."""
+    given_c = False
+    index = 1
+    while index < len(words):
+        value = words[index].value
+        if value is None:
+            return None if given_c else False
+        if value == "--":
+            index += 1
+            break
+        if value in ("-o", "+o", "-O", "+O"):
+            index += 2  # a shell option's name
+            continue
+        if len(value) > 1 and value[0] in "-+" and not value.startswith("--"):
+            given_c = given_c or "c" in value[1:]
+            index += 1
+            continue
+        if value.startswith("--"):
+            index += 1  # --norc, --login, …
+            continue
+        break
+    if not given_c:
+        return False
+    return words[index].value if index < len(words) else None
 
 
 def _read(line: str, nesting: int = 0) -> ShellLine:
