@@ -2,20 +2,81 @@
 
 from __future__ import annotations
 
+import logging
 import re
 import secrets
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from bot import errors, quorum, tokens
+from bot import errors, names, quorum, tokens
 from bot.clock import Clock
 from bot.domain import CLAIMABLE_ORIGINS, Application, Member, Principal, Workspace, new_id
 from bot.errors import ApprovalError
 from bot.ports import DuplicateKey, Store, Tx
 
+log = logging.getLogger(__name__)
+
 _WORKSPACE_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 _SECRET_KEY = "instance_secret"
+_SLACK_ID_LIMIT = 64  # the column's length
+_TELEGRAM_ID_MAX = 2**63 - 1  # a BIGINT
+
+
+def _check_chat_ids(telegram_user_id: int | None, slack_user_id: str | None) -> None:
+    """A chat identity a person could have: a positive Telegram user id, a Slack user id of
+    printable ASCII without spaces (`U…`, `W…`)."""
+    if telegram_user_id is not None and not 0 < telegram_user_id <= _TELEGRAM_ID_MAX:
+        raise ApprovalError(
+            errors.INVALID_REQUEST, "telegram user id: a person's id is a positive number", 422
+        )
+    if slack_user_id is not None and not (
+        0 < len(slack_user_id) <= _SLACK_ID_LIMIT
+        and slack_user_id.isascii()
+        and slack_user_id.isprintable()
+        and " " not in slack_user_id
+    ):
+        raise ApprovalError(
+            errors.INVALID_REQUEST,
+            f"slack user id: 1-{_SLACK_ID_LIMIT} printable ASCII characters, no spaces (U…)",
+            422,
+        )
+
+
+def _clash(
+    workspace_id: str,
+    new: Member,
+    existing: Iterable[Member],
+) -> ApprovalError | None:
+    """Why NEW cannot join the workspace's EXISTING members: a name that is, or looks like,
+    another's; a Telegram or Slack identity mapped to another member already (a press must
+    name one person)."""
+    for other in existing:
+        if other.name == new.name:
+            return ApprovalError(errors.CONFLICT, f"member {new.name} exists", 409)
+        if names.look_alike(other.name, new.name):
+            return ApprovalError(
+                errors.CONFLICT,
+                f"member name {new.name!r} looks like that of member {other.name!r} "
+                f"in {workspace_id} (names are compared ignoring case, width and look-alike "
+                "letters): choose a name people can tell apart",
+                409,
+            )
+        if new.telegram_user_id is not None and other.telegram_user_id == new.telegram_user_id:
+            return ApprovalError(
+                errors.CONFLICT,
+                f"telegram user id {new.telegram_user_id} is mapped to member {other.name} "
+                f"in {workspace_id} already",
+                409,
+            )
+        if new.slack_user_id is not None and other.slack_user_id == new.slack_user_id:
+            return ApprovalError(
+                errors.CONFLICT,
+                f"slack user id {new.slack_user_id} is mapped to member {other.name} "
+                f"in {workspace_id} already",
+                409,
+            )
+    return None
 
 
 def parse_claims(value: Iterable[str] | str) -> frozenset[str]:
@@ -111,14 +172,23 @@ class Admin:
         telegram_user_id: int | None = None,
         slack_user_id: str | None = None,
     ) -> Issued:
+        """Add a person and issue their token. Refused: a name with invisible characters or
+        mixed scripts (422), a name that is or looks like another member's, or a Telegram or
+        Slack identity mapped to another member of the workspace (409)."""
         await self._workspace(workspace_id)
-        if not name or len(name) > 200:
-            raise ApprovalError(errors.INVALID_REQUEST, "member name: 1-200 characters", 422)
+        problem = names.problem(name)
+        if problem is not None:
+            raise ApprovalError(errors.INVALID_REQUEST, f"member name: {problem}", 422)
+        _check_chat_ids(telegram_user_id, slack_user_id)
         member = Member(new_id("mem"), workspace_id, name, telegram_user_id, slack_user_id)
         principal = Principal("member", member.id, name, workspace_id)
         token = tokens.new_token("member")
         try:
             async with self.store.write() as tx:
+                await tx.lock_members(workspace_id)  # another addition waits, or is seen
+                clash = _clash(workspace_id, member, await tx.list_members(workspace_id))
+                if clash is not None:
+                    raise clash
                 await tx.insert_member(member)
                 await self._issue(tx, principal, token)
         except DuplicateKey:
@@ -298,10 +368,27 @@ class Admin:
         slack_user_id: str | None = None,
         workspace_id: str,
     ) -> Principal | None:
+        """The person a press in Telegram or Slack stands for, if they may decide now: the
+        identity is mapped to a member of the task's workspace, and that member holds a member
+        token that is not revoked (the condition their web sessions live by, too). Revoked,
+        unmapped, of another workspace: None ("You are not an approver here"). Read from the
+        store at every press, never cached, so a revocation by another process (the admin CLI)
+        holds from the next press on; a rotation gives the person their say back."""
         async with self.store.read() as tx:
-            member = await tx.find_member(
+            found = await tx.chat_members(
                 workspace_id, telegram_user_id=telegram_user_id, slack_user_id=slack_user_id
             )
-        if member is None:
+        deciding = [member for member, live in found if live]
+        if len(deciding) > 1:  # mapped twice before `member add` refused it: whose press?
+            log.warning(
+                "a %s identity is mapped to %d members of workspace %s: their presses are "
+                "refused until only one of them holds a token",
+                "Telegram" if telegram_user_id is not None else "Slack",
+                len(deciding),
+                workspace_id,
+            )
             return None
+        if not deciding:
+            return None
+        member = deciding[0]
         return Principal("member", member.id, member.name, workspace_id)

@@ -55,6 +55,21 @@ class IdentityTx(Protocol):
         telegram_user_id: int | None = None,
         slack_user_id: str | None = None,
     ) -> Member | None: ...
+    async def chat_members(
+        self,
+        workspace_id: str,
+        *,
+        telegram_user_id: int | None = None,
+        slack_user_id: str | None = None,
+    ) -> list[tuple[Member, bool]]:
+        """The workspace's members mapped to that chat identity, each with whether they hold
+        a live (unrevoked) member token: whether they may decide now."""
+        ...
+
+    async def lock_members(self, workspace_id: str) -> None:
+        """Serialise additions of members to the workspace until the transaction ends."""
+        ...
+
     async def list_members(self, workspace_id: str) -> list[Member]: ...
     async def insert_application(self, app: Application) -> None: ...
     async def find_application(self, workspace_id: str, name: str) -> Application | None: ...

@@ -10,6 +10,12 @@ from bot.domain import Application, Member, Principal, Workspace
 from store import convert as cv
 from store.txbase import APPLICATION, CREDENTIAL, MEMBER, META, WEB_SESSION, WORKSPACE, TxBase
 
+# A transaction-scoped advisory lock per workspace (two-key space, a class of its own): adding a
+# member checks the others' names and chat ids, and two additions at once must not both pass.
+_LOCK_MEMBERS = sa.text(
+    "SELECT pg_advisory_xact_lock(hashtext('approvalbot-members'), hashtext(:workspace))"
+)
+
 
 class IdentityTx(TxBase):
     async def get_workspace(self, workspace_id: str) -> Workspace | None:
@@ -57,6 +63,42 @@ class IdentityTx(TxBase):
             stmt = stmt.where(MEMBER.c.slack_user_id == slack_user_id)
         row = await self._one(stmt.limit(1))
         return cv.member(row) if row else None
+
+    async def chat_members(
+        self,
+        workspace_id: str,
+        *,
+        telegram_user_id: int | None = None,
+        slack_user_id: str | None = None,
+    ) -> list[tuple[Member, bool]]:
+        """The members of the workspace mapped to that chat identity, each with whether they
+        hold a member token of the workspace that is not revoked (may decide now). Read at
+        every press: nothing is remembered. No identity named: nobody."""
+        if telegram_user_id is None and slack_user_id is None:
+            return []
+        live = (
+            sa.select(CREDENTIAL.c.id)
+            .where(
+                CREDENTIAL.c.principal_id == MEMBER.c.id,
+                CREDENTIAL.c.workspace_id == MEMBER.c.workspace_id,
+                CREDENTIAL.c.kind == "member",
+                CREDENTIAL.c.revoked_at.is_(None),
+            )
+            .exists()
+        )
+        stmt = sa.select(MEMBER, live.label("live")).where(MEMBER.c.workspace_id == workspace_id)
+        if telegram_user_id is not None:
+            stmt = stmt.where(MEMBER.c.telegram_user_id == telegram_user_id)
+        if slack_user_id is not None:
+            stmt = stmt.where(MEMBER.c.slack_user_id == slack_user_id)
+        rows = await self._all(stmt.order_by(MEMBER.c.id).limit(20))
+        return [(cv.member(row), bool(row["live"])) for row in rows]
+
+    async def lock_members(self, workspace_id: str) -> None:
+        """Hold the workspace's members still until this transaction ends (an addition's
+        checks against the others, on PostgreSQL; SQLite's writers are one at a time)."""
+        if self.postgres:
+            await self.conn.execute(_LOCK_MEMBERS, {"workspace": workspace_id})
 
     async def list_members(self, workspace_id: str) -> list[Member]:
         stmt = sa.select(MEMBER).where(MEMBER.c.workspace_id == workspace_id)
