@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from bot.errors import ApprovalError
@@ -254,7 +254,7 @@ def _granted_line(draw: st.DrawFn) -> str:
     return line
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
 @given(line=_granted_line(), chain=_CHAIN, denied=_DENIED, mode=st.sampled_from(MODES))
 def test_a_denied_command_chained_after_a_granted_line_is_never_granted(
     line: str, chain: str, denied: str, mode: str
@@ -280,7 +280,7 @@ _PLAIN_OP = st.sampled_from([" && ", " || ", "; ", ";", " | ", "|", " |& ", " & 
                              " ", "  ", "\t", " &&& ", " ;; ", "|| "])  # fmt: skip
 
 
-@settings(max_examples=1000, deadline=None)
+@settings(max_examples=1000, deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.lists(st.tuples(st.lists(_PLAIN_WORD, max_size=4), _PLAIN_OP), max_size=5))
 def test_the_fast_path_reads_a_plain_line_as_the_parser_does(
     parts: list[tuple[list[str], str]],
@@ -309,7 +309,7 @@ _QUOTED_PIECE = st.one_of(
 _QUOTED_WORD_ST = st.lists(_QUOTED_PIECE, min_size=1, max_size=3).map("".join)
 
 
-@settings(max_examples=1000, deadline=None)
+@settings(max_examples=1000, deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.lists(_QUOTED_WORD_ST, min_size=1, max_size=5))
 def test_quoted_words_read_off_the_text_as_off_the_nodes(words: list[str]) -> None:
     from bot.rules.shell import _PARSER, _QUOTED_COMMAND, _quoted_words, _Reader

@@ -317,7 +317,7 @@ class _Reader:
 
     def command(self, node: Node) -> None:
         text = self.text(node)
-        if "=" in text:  # prefix assignments (`FOO=1 ls`) set the command's environment
+        if "=" in text.split(None, 1)[0]:  # `FOO=1 ls`: prefix assignments set its environment
             for child in node.children:
                 if child.type == "variable_assignment":
                     self.assignment(child)
