@@ -185,10 +185,11 @@ class SlackAdapter:
         except UnicodeDecodeError:
             return _error(400, "invalid_request", "the body is not UTF-8")
         headers = request.headers
-        if not self._verifier.is_valid(
-            body,
-            headers.get("X-Slack-Request-Timestamp", ""),
-            headers.get("X-Slack-Signature", ""),
+        timestamp = headers.get("X-Slack-Request-Timestamp", "")
+        # Slack's verifier reads the timestamp with int(): one that is absent, empty or not
+        # a number is no signature at all, not a server error.
+        if not (timestamp.isascii() and timestamp.isdigit()) or not self._verifier.is_valid(
+            body, timestamp, headers.get("X-Slack-Signature", "")
         ):
             return _error(401, "unauthorized", "invalid or stale Slack signature")
         if not self._started:
