@@ -323,13 +323,16 @@ JsonDict = dict[str, Any]
 
 @dataclass(frozen=True)
 class ChatCallback:
-    """What an opaque button id stands for (the button itself carries only `id`)."""
+    """What an opaque button id stands for (the button itself carries only `id`): on the
+    platform `channel`, in the place `chat` (None: in any of the platform's places, as the ids
+    saved before migration 0011)."""
 
     id: str
     channel: str
     task_id: str
     action: str
     option: int | None = None
+    chat: str | None = None
 
 
 @dataclass(frozen=True)
@@ -386,8 +389,10 @@ class ChatState(Protocol):
         """Insert, keeping rows that exist (ids are derived, so a retry writes the same)."""
         ...
 
-    async def callback_task(self, callback_id: str) -> tuple[ChatCallback, Task] | None:
-        """The button and its task, in one read."""
+    async def callback_task(
+        self, channel: str, callback_id: str
+    ) -> tuple[ChatCallback, Task] | None:
+        """The platform's button and its task, in one read."""
         ...
 
     async def get_ref(self, channel: str, task_id: str) -> Versioned | None: ...

@@ -73,8 +73,10 @@ class ChatStore:
                 self._insert_ignoring(CALLBACK, self._callback_rows(callbacks, at))
             )
 
-    async def callback_task(self, callback_id: str) -> tuple[ChatCallback, Task] | None:
-        """The button and its task in one read (a press is on the hot path)."""
+    async def callback_task(
+        self, channel: str, callback_id: str
+    ) -> tuple[ChatCallback, Task] | None:
+        """The platform's button and its task in one read (a press is on the hot path)."""
         if not callback_id or len(callback_id) > 32:
             return None
         stmt = (
@@ -84,16 +86,18 @@ class ChatStore:
                 CALLBACK.c.channel.label("cb_channel"),
                 CALLBACK.c.action.label("cb_action"),
                 CALLBACK.c.option.label("cb_option"),
+                CALLBACK.c.chat.label("cb_chat"),
             )
             .select_from(CALLBACK.join(TASK, TASK.c.id == CALLBACK.c.task_id))
-            .where(CALLBACK.c.id == callback_id)
+            .where(CALLBACK.c.channel == channel, CALLBACK.c.id == callback_id)
         )
         row = await self._first(stmt)
         if row is None:
             return None
         callback = ChatCallback(
-            row["cb_id"], row["cb_channel"], row["id"], row["cb_action"], row["cb_option"]
-        )
+            row["cb_id"], row["cb_channel"], row["id"], row["cb_action"], row["cb_option"],
+            row["cb_chat"],
+        )  # fmt: skip
         return callback, cv.task(dict(row))
 
     # versioned records -------------------------------------------------------------------------
@@ -111,6 +115,7 @@ class ChatStore:
                 "task_id": c.task_id,
                 "action": c.action,
                 "option": c.option,
+                "chat": c.chat,
                 "created_at": cv.ts(at),
             }
             for c in callbacks

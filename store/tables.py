@@ -308,15 +308,18 @@ class DeliveryRefRow(SQLModel, table=True):
 
 class ChatCallbackRow(SQLModel, table=True):
     """An opaque button id and what it stands for. Chat buttons carry only the id; everything
-    else is looked up here, so nothing a client sends back is trusted."""
+    else is looked up here, so nothing a client sends back is trusted. Each platform's buttons
+    are its own (keyed by channel and id), and `chat` is the place they are shown in (None:
+    any place of the platform, for ids saved before migration 0011)."""
 
     __tablename__ = "chat_callback"
+    channel: str = Field(primary_key=True, max_length=32)
     id: str = Field(primary_key=True, max_length=32)
-    channel: str = Field(max_length=32)
     task_id: str = Field(index=True, max_length=40)
     action: str = Field(max_length=16)
     option: int | None = None
     created_at: float
+    chat: str | None = Field(default=None, max_length=64)
 
 
 class ChatPromptRow(SQLModel, table=True):

@@ -374,7 +374,7 @@ class TelegramDriver(_Base):
 
     async def edit(self, handle: Handle, key: str, text: str, user: User = "alice") -> str | None:
         button = self._message(handle).callback_data[0]
-        found = await self.world.adapter.chats.callback_task(button)
+        found = await self.world.adapter.chats.callback_task("telegram", button)
         assert found is not None and found[1].key == key
         task_id = found[1].id
         prompt = await self.ask_for_text(handle, "edit", user)

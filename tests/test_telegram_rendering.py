@@ -161,15 +161,18 @@ def test_endings_read_like_people_talk() -> None:
 
 def test_callback_ids_are_opaque_short_and_stable() -> None:
     ids = {
-        callback_id("secret", f"task_{i:016x}", action, option)
+        callback_id("secret", "telegram", "-100200300", f"task_{i:016x}", action, option)
         for i in range(50)
         for action in ACTIONS
         for option in (None, 0, 99)
     }
     assert len(ids) == 50 * len(ACTIONS) * 3
     assert all(len(i.encode()) <= MAX_CALLBACK_BYTES and "task" not in i for i in ids)
-    assert callback_id("s", "t", "approve", None) == callback_id("s", "t", "approve", None)
-    assert callback_id("s", "t", "approve", None) != callback_id("other", "t", "approve", None)
+    one = callback_id("s", "telegram", "-1", "t", "approve", None)
+    assert one == callback_id("s", "telegram", "-1", "t", "approve", None)
+    assert one != callback_id("other", "telegram", "-1", "t", "approve", None)
+    assert one != callback_id("s", "slack", "-1", "t", "approve", None)  # per platform
+    assert one != callback_id("s", "telegram", "-2", "t", "approve", None)  # per place
 
 
 def test_digest_page_fits() -> None:

@@ -18,10 +18,10 @@ class Cards:
         self.choices = choices  # None: the platform sends the ticked options with Submit
 
     async def render(
-        self, task: Task, run: Run, chosen: frozenset[int] | None = None
+        self, task: Task, run: Run, chat: str, chosen: frozenset[int] | None = None
     ) -> tuple[Post, list[ChatCallback]]:
-        """The decision's message, and the button ids still to be saved (by the caller, in
-        whatever write suits it)."""
+        """The decision's message for the place `chat` (its buttons are that place's), and
+        the button ids still to be saved (by the caller, in whatever write suits it)."""
         if chosen is None:
             chosen = frozenset()
             if task.kind == "ask" and self.choices is not None:
@@ -31,12 +31,12 @@ class Cards:
         keys: list[ButtonKey] = [(b.action, b.option) for row in card.buttons for b in row]
         if any(action == "toggle" for action, _ in keys):
             keys.append(("toggle", None))  # one element for all options (Slack's checkboxes)
-        ids, missing = self.buttons.for_card(task.id, keys)
+        ids, missing = self.buttons.for_card(task.id, keys, chat)
         return Post(task.id, card, ids), missing
 
-    async def rendered(self, task: Task, run: Run) -> Post:
+    async def rendered(self, task: Task, run: Run, chat: str) -> Post:
         """`render`, its button ids saved."""
-        post, missing = await self.render(task, run)
+        post, missing = await self.render(task, run, chat)
         if missing:
             await self.buttons.chats.save_callbacks(missing, self.link.now())
             self.buttons.remember(missing)
@@ -46,4 +46,5 @@ class Cards:
         self, platform: Platform, ref: MessageRef, task: Task, run: Run,
         max_wait: float | None = None,
     ) -> bool:  # fmt: skip
-        return await platform.edit(ref, await self.rendered(task, run), max_wait=max_wait)
+        post = await self.rendered(task, run, ref.chat)
+        return await platform.edit(ref, post, max_wait=max_wait)

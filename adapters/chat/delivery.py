@@ -121,7 +121,7 @@ class ChatNotifier:
         if not await self._coalesce(place):
             # The usual case, a first delivery: claim by creating the record, in the same
             # write as the buttons' ids; only if it exists already, look at it.
-            post, missing = await self.cards.render(task, run, frozenset())
+            post, missing = await self.cards.render(task, run, place.chat, frozenset())
             claimed = Delivery(attempts=1).claim("post", time.time())
             if await self.chats.swap_ref(
                 self.name, task.id, claimed.data(), 0, missing, self.link.now()
@@ -141,7 +141,7 @@ class ChatNotifier:
                 # (Not after an attempt that may have posted it: that one is looked for.)
                 assert self.coalescer is not None
                 return await self.coalescer.join(task, place, seen), None
-            post, missing = await self.cards.render(task, run, frozenset())
+            post, missing = await self.cards.render(task, run, place.chat, frozenset())
             if delivery.attempts:
                 post = replace(post, maybe_sent=True)
             claimed = replace(delivery, attempts=delivery.attempts + 1).claim("post", time.time())
@@ -187,7 +187,7 @@ class ChatNotifier:
         run = await self.link.run(task.run_id)
         if run is None:
             return False
-        post = await self.cards.rendered(task, run)
+        post = await self.cards.rendered(task, run, place.chat)
         target = await self.platform.open_thread(run, place, posting=task.id)
         sent = await self.platform.post(target, post, reply_to=reply_to, max_wait=10.0)
 

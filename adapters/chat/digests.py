@@ -215,7 +215,7 @@ class Digests:
         final = bool(tasks) and all(not t.parked for t in tasks)
         waiting = [] if final else [t for t in tasks if t.parked][:BUTTON_ROWS]
         keys = [(t.id, a, None) for t in waiting for a in ("approve", "deny", "expand")]
-        ids = await self.buttons.ensure(keys)
+        ids = await self.buttons.ensure(keys, page.chat_id)
         buttons = {(task_id, action): v for (task_id, action, _), v in ids.items()}
         view = Page(tuple(tasks), buttons, inbox_url(self.link.base_url), final)
         return view, fingerprint(tasks, self._left, final), final

@@ -119,7 +119,7 @@ class Places:
             return False, None
         try:
             fresh = await self.link.task(task.id) or task
-            post = await self.cards.rendered(fresh, run)
+            post = await self.cards.rendered(fresh, run, place.chat)
             if attempts > 1:
                 post = replace(post, maybe_sent=True)
             target = await self.platform.open_thread(run, place, posting=task.id)

@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from adapters.chat import offers
+from adapters.chat.buttons import pressed_where_shown
 from adapters.chat.cards import Cards
 from adapters.chat.context import CoreLink
 from adapters.chat.globs import Globs
@@ -86,8 +87,8 @@ class Presses:
         )
 
     async def on_press(self, press: Press) -> None:
-        found = await self.chats.callback_task(press.button)
-        if found is None or found[0].channel != self.via:
+        found = await self.chats.callback_task(self.via, press.button)
+        if found is None or not pressed_where_shown(found[0], press.message):
             await self.platform.tell(press, EXPIRED_BUTTON)
             return
         callback, task = found
@@ -204,27 +205,32 @@ class Presses:
         proposal = await self.link.service.proposal(
             member, task.workspace_id, task.run_id, task.key, **edit
         )
-        found = await self._offer_of(task, run, proposal, None)
+        chat = press.message.chat if press.message else None  # the offer is shown there
+        found = await self._offer_of(task, run, proposal, None, chat)
         shown = await self.platform.offer_rule(press, found)
         return "" if shown else "Could not show the rule: use the full view"
 
-    async def _offer_of(self, task: Task, run: Run, proposal: Proposal, glob: int | None) -> Offer:
-        """The offer of `proposal`, its scope buttons learning glob number `glob` (None: the
-        rule as proposed), with "✏️ Edit glob" where the platform asks for one in a reply."""
+    async def _offer_of(
+        self, task: Task, run: Run, proposal: Proposal, glob: int | None, chat: str | None
+    ) -> Offer:
+        """The offer of `proposal` for the place `chat`, its scope buttons learning glob
+        number `glob` (None: the rule as proposed), with "✏️ Edit glob" where the platform
+        asks for one in a reply."""
         keys: list[tuple[str, str, int | None]] = [(task.id, "allow_run", glob)]
         if run.profile is not None:
             keys.append((task.id, "allow_profile", glob))
         if self.globs is not None and isinstance(proposal.rule.get("match"), str):
             keys.append((task.id, GLOB_ACTION, None))
-        ids = await self.cards.buttons.ensure(keys)
+        ids = await self.cards.buttons.ensure(keys, chat)
         return offers.offer(task, run, proposal, {k[1]: v for k, v in ids.items()})
 
     async def on_glob(
-        self, user: str, task: Task, text: str, claim: Callable[[], Awaitable[bool]]
-    ) -> tuple[str, Offer | None]:
+        self, user: str, task: Task, text: str, claim: Callable[[], Awaitable[bool]],
+        chat: str | None = None,
+    ) -> tuple[str, Offer | None]:  # fmt: skip
         """A glob written in reply to "✏️ Edit glob": checked by the core as the rule it would
-        learn (it must match the call), then the offer to show again with it, its scope
-        buttons learning it; else the refusal to show the person. Nothing is approved or
+        learn (it must match the call), then the offer to show again with it (in `chat`), its
+        scope buttons learning it; else the refusal to show the person. Nothing is approved or
         learned here. `claim`: one reply per prompt counts."""
         member = await self.member_of(user, task.workspace_id)
         if member is None:
@@ -259,7 +265,7 @@ class Presses:
         number = await self.globs.add(task.id, glob)
         if number is None:
             return TOO_MANY_GLOBS, None
-        return "", await self._offer_of(task, run, proposal, number)
+        return "", await self._offer_of(task, run, proposal, number, chat)
 
     async def _allow(
         self, member: Principal, task: Task, scope: str, rule: dict[str, Any] | None

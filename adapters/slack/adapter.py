@@ -235,7 +235,7 @@ class SlackAdapter:
         if not text:  # never a silent deny or an empty answer
             await ack(response_action="errors", errors={TEXT_BLOCK: "Write something first"})
             return
-        found = await self.chats.callback_task(str(view.get("private_metadata", "")))
+        found = await self.chats.callback_task(CHANNEL, str(view.get("private_metadata", "")))
         if found is None or found[0].channel != CHANNEL:
             await ack()
             return
@@ -277,7 +277,7 @@ class SlackAdapter:
         if match is not None and not str(match).strip():
             await ack(response_action="errors", errors={MATCH_BLOCK: "Write a glob"})
             return
-        found = await self.chats.callback_task(str(view.get("private_metadata", "")))
+        found = await self.chats.callback_task(CHANNEL, str(view.get("private_metadata", "")))
         if found is None or found[0].channel != CHANNEL:
             await ack()
             return

@@ -118,6 +118,7 @@ class SlackPlatform:
         self.retry_afters = 0  # 429s received (the bench reports them)
         self._announce: set[str] = set()  # threads whose first decision is still to come
         self._parents: dict[str, asyncio.Task[None]] = {}  # thread key -> its parent's refresh
+        self._refreshing: set[asyncio.Task[None]] = set()  # every refresh not done, for stop()
         self._posting: dict[str, set[str]] = {}  # thread key -> decisions on their way there
         self._directs: dict[str, str] = {}  # user id -> their direct-message channel (D…)
 
@@ -419,7 +420,9 @@ class SlackPlatform:
         if key in self._parents and not self._parents[key].done():
             return
         refresh = self._refresh_parent(run, key, self._parent_refresh)
-        self._parents[key] = asyncio.create_task(refresh)
+        self._parents[key] = task = asyncio.create_task(refresh)
+        self._refreshing.add(task)
+        task.add_done_callback(self._refreshing.discard)
 
     async def _refresh_parent(self, run: Run, key: str, delay: float) -> None:
         await asyncio.sleep(delay)
@@ -441,8 +444,12 @@ class SlackPlatform:
             log.info("slack: could not refresh a run's thread (%s)", type(error).__name__)
 
     async def stop(self) -> None:
-        for task in self._parents.values():
+        # Every refresh, a running one too (it has left `_parents` once its wait is over):
+        # nothing of this adapter writes to the store after it stopped.
+        tasks = [*self._parents.values(), *self._refreshing]
+        for task in tasks:
             task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
         self._parents.clear()
         self._posting.clear()
 

@@ -57,7 +57,7 @@ class Handlers:
 
         if prompt.action == GLOB_ACTION:  # "✏️ Edit glob": the offer shown again with it
             user = str(message.from_user.id)
-            notice, offer = await self.presses.on_glob(user, task, message.text, claim)
+            notice, offer = await self.presses.on_glob(user, task, message.text, claim, chat)
             if offer is not None:
                 shown = await self.platform.globs.offer_of(task.id, chat, replied)
                 try:
