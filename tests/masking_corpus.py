@@ -183,7 +183,7 @@ SECRETS: list[tuple[str, str, str]] = [
     ("json pass", '{"user": "bob", "pass": "hunter2"}', '{"user": "bob", "pass": "****"}'),
     ("json auth", '{"auth": "dXNlcjpwYXNz", "registry": "ghcr.io"}', '{"auth": "****", "registry": "ghcr.io"}'),
     ("json key names", '{"passwd": "a", "pwd": "b", "secret": "c", "token": "d", "api_key": "e", "apikey": "f", "access_key": "g", "client_secret": "h", "credentials": "i", "private_key": "j"}', '{"passwd": "****", "pwd": "****", "secret": "****", "token": "****", "api_key": "****", "apikey": "****", "access_key": "****", "client_secret": "****", "credentials": "****", "private_key": "****"}'),
-    ("json number secret", '{"pin_code": 1, "password": 123456}', '{"pin_code": 1, "password": ****}'),
+    ("json number secret", '{"retries": 1, "pin_code": 4321, "password": 123456}', '{"retries": 1, "pin_code": ****, "password": ****}'),
     ("escaped json in a command", 'echo "{\\"password\\": \\"escPass1\\"}" | http POST x', 'echo "{\\"password\\": \\"****\\"}" | http POST x'),
     ("python dict repr", "{'password': 'reprPass1', 'user': 'bob'}", "{'password': '****', 'user': 'bob'}"),
     ("camelCase keys", '{"apiKey": "k1", "clientSecret": "s1", "accessToken": "t1"}', '{"apiKey": "****", "clientSecret": "****", "accessToken": "****"}'),
@@ -308,6 +308,238 @@ ARGV: list[tuple[str, list[str], list[str]]] = [
     ("grep token", ["grep", "-r", "token", "src/"], ["grep", "-r", "token", "src/"]),
     ("--password-file", ["x", "--password-file", "/etc/pw"], ["x", "--password-file", "/etc/pw"]),
     ("--password-stdin", ["docker", "login", "--password-stdin", "registry"], ["docker", "login", "--password-stdin", "registry"]),
+]
+
+# --------------------------------------------------------------------------------------------
+# Families (issue 21, item 9): each a way of handing over a secret, whatever the syntax; its
+# secret shapes and the near misses that must stay readable. SECRETS and LOOKALIKES include
+# them; tests/test_hardening_masking.py shows each family on every surface.
+# --------------------------------------------------------------------------------------------
+
+# A secret-named variable assigned in any shell or config syntax.
+ASSIGNED: list[tuple[str, str, str]] = [
+    ("fish set -x", "set -x AWS_SECRET_ACCESS_KEY wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "set -x AWS_SECRET_ACCESS_KEY ****"),
+    ("fish set -gx", "set -gx GITHUB_TOKEN fishTok1; gh pr list", "set -gx GITHUB_TOKEN ****; gh pr list"),
+    ("fish set --export quoted", "set --export DB_PASSWORD 'fish pass'", "set --export DB_PASSWORD '****'"),
+    ("dockerfile ENV name value", "FROM node:20\nENV API_KEY abcdef123456\nRUN npm ci", "FROM node:20\nENV API_KEY ****\nRUN npm ci"),
+    ("dockerfile ENV name=value", "ENV NPM_TOKEN=dockerNpm1 NODE_ENV=production", "ENV NPM_TOKEN=**** NODE_ENV=production"),
+    ("dockerfile ARG", "ARG GITHUB_TOKEN=argTok1", "ARG GITHUB_TOKEN=****"),
+    ("SSHPASS", "SSHPASS=sshPass1 sshpass -e ssh deploy@host", "SSHPASS=**** sshpass -e ssh deploy@host"),
+    ("*PASS variable", "export SMTPPASS=smtpPass1", "export SMTPPASS=****"),
+    ("setx", "setx API_KEY setxKey1 /M", "setx API_KEY **** /M"),
+    ("setx after options", "setx /M OPENAI_API_KEY setxKey2", "setx /M OPENAI_API_KEY ****"),
+    ("csh setenv", "setenv AWS_SESSION_TOKEN cshTok1", "setenv AWS_SESSION_TOKEN ****"),
+    ("launchctl setenv", "launchctl setenv OPENAI_API_KEY launchKey1", "launchctl setenv OPENAI_API_KEY ****"),
+    ("systemd Environment=", 'Environment="DB_PASSWORD=sysdPw1" "LOG_LEVEL=info"', 'Environment="DB_PASSWORD=****" "LOG_LEVEL=info"'),
+    ("powershell SetEnvironmentVariable", '[Environment]::SetEnvironmentVariable("API_KEY", "psKey2", "User")', '[Environment]::SetEnvironmentVariable("API_KEY", "****", "User")'),
+    ("toml table", '[database]\npassword = "tomlPass1"', '[database]\npassword = "****"'),
+    ("ini pass", "[client]\ndb_pass = iniPass1", "[client]\ndb_pass = ****"),
+    ("xml element", "<password>xmlPass1</password>", "<password>****</password>"),
+    ("maven settings.xml", "<server>\n  <id>nexus</id>\n  <username>deploy</username>\n  <password>mvnPass1</password>\n</server>", "<server>\n  <id>nexus</id>\n  <username>deploy</username>\n  <password>****</password>\n</server>"),
+    ("xml cdata, namespaced", "<ns:ApiKey><![CDATA[cdataKey1]]></ns:ApiKey>", "<ns:ApiKey><![CDATA[****]]></ns:ApiKey>"),
+    ("xml attribute", '<datasource user="app" password="attrPass1"/>', '<datasource user="app" password="****"/>'),
+    (".NET appSettings", '<add key="ApiKey" value="dotnetKey1" />', '<add key="ApiKey" value="****" />'),
+    ("spring/ant property", '<property name="db.password" value="antPass1"/>', '<property name="db.password" value="****"/>'),
+    ("java properties xml", '<entry key="jdbc.password">entryPass1</entry>', '<entry key="jdbc.password">****</entry>'),
+    (".NET settings value", '<setting name="ApiToken" serializeAs="String">\n  <value>settingTok1</value>\n</setting>', '<setting name="ApiToken" serializeAs="String">\n  <value>****</value>\n</setting>'),
+    ("html csrf meta", '<meta name="csrf-token" content="csrfTok123">', '<meta name="csrf-token" content="****">'),
+    ("html hidden token", '<input type="hidden" name="authenticity_token" value="railsTok1">', '<input type="hidden" name="authenticity_token" value="****">'),
+    ("aws tag pair json", "aws ec2 create-tags --resources i-1 --tags '[{\"Key\": \"DB_PASSWORD\", \"Value\": \"tagPass1\"}]'", "aws ec2 create-tags --resources i-1 --tags '[{\"Key\": \"DB_PASSWORD\", \"Value\": \"****\"}]'"),
+    ("aws tag pair shorthand", "aws ec2 create-tags --resources i-1 --tags Key=DB_PASSWORD,Value=tagPass2", "aws ec2 create-tags --resources i-1 --tags Key=DB_PASSWORD,Value=****"),
+    ("aws tag pair, escaped json", 'aws ec2 create-tags --tags "[{\\"Key\\":\\"DB_PASSWORD\\",\\"Value\\":\\"escTag1\\"}]"', 'aws ec2 create-tags --tags "[{\\"Key\\":\\"DB_PASSWORD\\",\\"Value\\":\\"****\\"}]"'),
+    ("aws tag, fields between", '{"Key": "API_TOKEN", "ResourceId": "i-1", "ResourceType": "instance", "Value": "tagTok1"}', '{"Key": "API_TOKEN", "ResourceId": "i-1", "ResourceType": "instance", "Value": "****"}'),
+    ("cloudformation parameter", "aws cloudformation deploy --parameter-overrides x --parameters ParameterKey=DbPassword,ParameterValue=cfnPass1", "aws cloudformation deploy --parameter-overrides x --parameters ParameterKey=DbPassword,ParameterValue=****"),
+    ("boto3 dict repr", "Tags=[{'Key': 'DB_PASSWORD', 'Value': 'botoPw1'}]", "Tags=[{'Key': 'DB_PASSWORD', 'Value': '****'}]"),
+    ("k8s env yaml", "env:\n  - name: DB_PASSWORD\n    value: k8sYamlPw1\n  - name: LOG_LEVEL\n    value: debug", "env:\n  - name: DB_PASSWORD\n    value: ****\n  - name: LOG_LEVEL\n    value: debug"),
+    ("k8s env flow", "env: [{name: GITHUB_TOKEN, value: flowTok1}]", "env: [{name: GITHUB_TOKEN, value: ****}]"),
+    ("cloudformation yaml tag", "Tags:\n  - Key: API_SECRET\n    Value: cfnSecret1", "Tags:\n  - Key: API_SECRET\n    Value: ****"),
+    ("ssm put-parameter", "aws ssm put-parameter --name /prod/db/password --value ssmPass1 --type SecureString", "aws ssm put-parameter --name /prod/db/password --value **** --type SecureString"),
+    ("powershell -Name -Value", "Set-Variable -Name apiKey -Value psVarKey1", "Set-Variable -Name apiKey -Value ****"),
+    ("python bytes literal", 'password = b"bytesPw1"', 'password = b"****"'),
+    ("python raw string in a dict", "{'api_key': r'rawKey123'}", "{'api_key': r'****'}"),
+]
+ASSIGNED_NEAR: list[tuple[str, str, str]] = [
+    ("fish set PATH", "set -x PATH /opt/bin $PATH", "no secret name"),
+    ("fish set EDITOR", "set -gx EDITOR vim", "no secret name"),
+    ("fish set erase", "set -e GITHUB_TOKEN; gh auth status", "erased, no value"),
+    ("bash set -euxo", "set -euxo pipefail", "shell options"),
+    ("dockerfile NODE_ENV", "ENV NODE_ENV production", "no secret name"),
+    ("dockerfile ENV path", "ENV PATH /usr/local/bin:$PATH", "no secret name"),
+    ("dockerfile secret file", "ENV API_KEY_FILE /run/secrets/api_key", "names a file"),
+    ("setx PATH", 'setx PATH "%PATH%;C:\\bin"', "no secret name"),
+    ("bypass variable", "BYPASS=1 ./deploy.sh", "a word ending in pass that is none"),
+    ("ssh askpass", "SSH_ASKPASS=/usr/bin/ksshaskpass", "a program, not a password"),
+    ("xml password policy", "<passwordPolicy>strict</passwordPolicy>", "about a password"),
+    ("xml empty password", "<password/><password></password>", "empty"),
+    ("xml password reference", "<password>${DB_PASSWORD}</password>", "a reference"),
+    ("xml token count", "<token_count>42</token_count>", "a measure"),
+    (".NET non-secret setting", '<add key="LogLevel" value="Debug" />', "no secret name"),
+    ("html password input", '<input type="password" name="password" value="">', "empty"),
+    ("html label", '<label for="password">Password</label>', "a label"),
+    ("k8s secretKeyRef", '{"name": "DB_PASSWORD", "valueFrom": {"secretKeyRef": {"name": "db", "key": "password"}}}', "a reference to a secret"),
+    ("aws tag Name", '{"Key": "Name", "Value": "web-1"}', "no secret name"),
+    ("aws shorthand Name", "--tags Key=Name,Value=web-1", "no secret name"),
+    ("k8s env LOG_LEVEL", "- name: LOG_LEVEL\n  value: debug", "no secret name"),
+    ("powershell -Name Path", "Set-Variable -Name Path -Value C:\\bin", "no secret name"),
+    ("f-string template", 'creds = f"{login}:{password}".encode()', "fields only: a template"),
+    ("f-string bearer", 'headers = {"Authorization": f"Bearer {token}"}', "a template"),
+    ("dict of code", '{"key": cookie.key, "value": value}', "names nothing: code"),
+]
+
+# A password given as a command's argument (at a position, after an option not named like
+# one, in Windows syntax, handed to a secret store).
+ARGUMENT: list[tuple[str, str, str]] = [
+    ("htpasswd -b", "htpasswd -b /etc/nginx/.htpasswd bob htPass1", "htpasswd -b /etc/nginx/.htpasswd bob ****"),
+    ("htpasswd -Bbc -C 10", "htpasswd -Bbc -C 10 /etc/x bob htPass2", "htpasswd -Bbc -C 10 /etc/x bob ****"),
+    ("htpasswd -nb", "htpasswd -nb bob htPass3", "htpasswd -nb bob ****"),
+    ("net user", "net user bob NetPass1 /add", "net user bob **** /add"),
+    ("net.exe user /domain", "net.exe user /domain svc_app NetPass2", "net.exe user /domain svc_app ****"),
+    ("rabbitmqctl add_user", "rabbitmqctl add_user admin RabbitPass1", "rabbitmqctl add_user admin ****"),
+    ("rabbitmqctl -n change_password", "rabbitmqctl -n rabbit@mq change_password admin RabbitPass2", "rabbitmqctl -n rabbit@mq change_password admin ****"),
+    ("mysqladmin password", "mysqladmin -u root password NewRootPw1", "mysqladmin -u root password ****"),
+    ("openssl passwd", "openssl passwd -6 -salt xyz OpensslPw1", "openssl passwd -6 -salt xyz ****"),
+    ("useradd -p", "useradd -m -p '$6$abc$hashhash' bob", "useradd -m -p '****' bob"),
+    ("psexec -p", "psexec \\\\host -u admin -p PsexecPw1 cmd", "psexec \\\\host -u admin -p **** cmd"),
+    ("ipmitool -P", "ipmitool -I lanplus -H bmc -U admin -P IpmiPass1 chassis status", "ipmitool -I lanplus -H bmc -U admin -P **** chassis status"),
+    ("mosquitto_pub -P", "mosquitto_pub -h mq -u dev -P MqttPass1 -t t -m hi", "mosquitto_pub -h mq -u dev -P **** -t t -m hi"),
+    ("ldappasswd -s", "ldappasswd -x -D cn=admin,dc=x -w LdapOld1 -s LdapNew1 uid=bob", "ldappasswd -x -D cn=admin,dc=x -w **** -s **** uid=bob"),
+    ("macos security -w", "security add-generic-password -a bob -s svc -w KeychainPw1", "security add-generic-password -a bob -s svc -w ****"),
+    ("xfreerdp /p:", "xfreerdp /v:host /u:bob /p:RdpPass1", "xfreerdp /v:host /u:bob /p:****"),
+    ("cmdkey /pass:", "cmdkey /add:srv /user:bob /pass:CmdkeyPw1", "cmdkey /add:srv /user:bob /pass:****"),
+    ("schtasks /RP", "schtasks /Create /TN job /TR x.exe /RU bob /RP TaskPass1", "schtasks /Create /TN job /TR x.exe /RU bob /RP ****"),
+    ("setx /p", "setx /s host /u bob /p SetxPass1 LOG_LEVEL debug", "setx /s host /u bob /p **** LOG_LEVEL debug"),
+    ("az keyvault secret --value", "az keyvault secret set --vault-name v --name db --value KvPass1", "az keyvault secret set --vault-name v --name db --value ****"),
+    ("doppler secrets set", "doppler secrets set STRIPE_WEBHOOK whsecValue1", "doppler secrets set STRIPE_WEBHOOK ****"),
+    ("dotnet user-secrets set", 'dotnet user-secrets set "Smtp:Host" "userSecret1"', 'dotnet user-secrets set "Smtp:Host" "****"'),
+    ("--pin", "yubico-piv-tool --pin 123456 -a verify-pin", "yubico-piv-tool --pin **** -a verify-pin"),
+    ("--pin=", "tool --pin=4321", "tool --pin=****"),
+    ("pin in yaml", "sim:\n  pin: 1234", "sim:\n  pin: ****"),
+]
+ARGUMENT_NEAR: list[tuple[str, str, str]] = [
+    ("htpasswd prompts", "htpasswd -c /etc/nginx/.htpasswd bob", "htpasswd prompts"),
+    ("htpasswd -D", "htpasswd -D /etc/nginx/.htpasswd bob", "deletes a user"),
+    ("net user /add", "net user bob /add", "net prompts"),
+    ("net user *", "net user bob * /add", "net prompts"),
+    ("net use", "net use Z: \\\\srv\\share", "no password"),
+    ("rabbitmqctl list_users", "rabbitmqctl list_users", "no password"),
+    ("rabbitmqctl add_vhost", "rabbitmqctl add_vhost prod", "no password"),
+    ("openssl passwd -stdin", "openssl passwd -6 -stdin < pw.txt", "read from a file"),
+    ("useradd", "useradd -m -s /bin/bash bob", "no password"),
+    ("ipmitool without -P", "ipmitool -H bmc -U admin -E chassis status", "-E: from the environment"),
+    ("xfreerdp user", "xfreerdp /v:host /u:bob", "prompts"),
+    ("pin_memory", "DataLoader(ds, batch_size=8, pin_memory=True)", "a switch"),
+    ("brew pin", "brew pin node", "a subcommand, not a flag"),
+    ("ping", "ping -c 3 host", "not pin"),
+    ("pin version", "pin_version: 1.2.3", "about a pin"),
+    ("mapping and spinner", "mapping: {}, spinner: dots", "contain pin, are none"),
+]
+
+# A secret fed on a program's standard input (STDIN_READERS).
+STDIN: list[tuple[str, str, str]] = [
+    ("echo | sudo -S", "echo sudoPass1 | sudo -S apt-get update", "echo **** | sudo -S apt-get update"),
+    ("echo | sudo -kS", "echo 'sudo pass' | sudo -kS systemctl restart nginx", "echo '****' | sudo -kS systemctl restart nginx"),
+    ("printf | sudo --stdin", "printf '%s\\n' sudoPass2 | sudo --stdin -u root id", "printf '%s\\n' **** | sudo --stdin -u root id"),
+    ("echo | chpasswd", "echo 'bob:ChPass1' | chpasswd", "echo 'bob:****' | chpasswd"),
+    ("echo | sudo chpasswd", "echo \"root:ChPass2\" | sudo chpasswd", "echo \"root:****\" | sudo chpasswd"),
+    ("echo -e | passwd", 'echo -e "PwdPass1\\nPwdPass1" | passwd bob', 'echo -e "****" | passwd bob'),
+    ("echo | passwd --stdin", "echo PwdPass2 | passwd --stdin bob", "echo **** | passwd --stdin bob"),
+    ("echo | docker login --password-stdin", "echo DockerPw1 | docker login -u bob --password-stdin ghcr.io", "echo **** | docker login -u bob --password-stdin ghcr.io"),
+    ("echo | helm registry login", "echo HelmPw1 | helm registry login r.example --username u --password-stdin", "echo **** | helm registry login r.example --username u --password-stdin"),
+    ("echo | gcloud secrets", "echo -n GcpSecret1 | gcloud secrets create db-pw --data-file=-", "echo -n **** | gcloud secrets create db-pw --data-file=-"),
+    ("echo | kinit", "echo KrbPass1 | kinit admin@EXAMPLE.COM", "echo **** | kinit admin@EXAMPLE.COM"),
+    ("echo | vault login -", "echo s.vaultTok1 | vault login -", "echo **** | vault login -"),
+    ("echo | wrangler secret put", "echo -n WranglerKey1 | wrangler secret put API_KEY", "echo -n **** | wrangler secret put API_KEY"),
+    ("echo | openssl passwd -stdin", "echo OsslPw1 | openssl passwd -6 -stdin", "echo **** | openssl passwd -6 -stdin"),
+    ("here-string to sudo -S", "sudo -S whoami <<< 'HerePass1'", "sudo -S whoami <<< '****'"),
+    ("here-string to chpasswd", "chpasswd <<< bob:HerePass2", "chpasswd <<< bob:****"),
+    ("here-string after prose", "Run this? sudo -S whoami <<< 'HerePass3'", "Run this? sudo -S whoami <<< '****'"),
+    ("here-string to --password-stdin", "helm registry login r.example -u u --password-stdin <<< HelmPw2", "helm registry login r.example -u u --password-stdin <<< ****"),
+]
+STDIN_NEAR: list[tuple[str, str, str]] = [
+    ("echo y | sudo apt", "echo y | sudo apt-get install -y curl", "sudo reads no password"),
+    ("echo y | pacman -S", "echo y | sudo pacman -S vim", "-S is pacman's"),
+    ("echo | sudo tee", "echo 'deb http://x stable main' | sudo tee /etc/apt/sources.list.d/x.list", "data, not a secret"),
+    ("cat file | docker login", "cat ~/pw.txt | docker login -u bob --password-stdin", "a file, not a secret"),
+    ("reference | sudo -S", 'echo "$SUDO_PASSWORD" | sudo -S ls', "a reference"),
+    ("ecr login", "aws ecr get-login-password | docker login -u AWS --password-stdin 1.dkr.ecr.aws", "nothing printed"),
+    ("here-string to grep", 'grep -c error <<< "$OUTPUT"', "grep reads no secret"),
+]
+
+# Credentials in code.
+CODE: list[tuple[str, str, str]] = [
+    ("requests auth tuple", 'requests.get(url, auth=("bob", "ReqPass1"))', 'requests.get(url, auth=("bob", "****"))'),
+    ("httpx auth tuple", "httpx.Client(auth=('svc', 'HttpxPw1'), timeout=5)", "httpx.Client(auth=('svc', '****'), timeout=5)"),
+    ("elasticsearch http_auth", "Elasticsearch(hosts, http_auth=('elastic', 'ElasticPw1'))", "Elasticsearch(hosts, http_auth=('elastic', '****'))"),
+    ("json auth list", '{"auth": ["bob", "JsonAuthPw1"]}', '{"auth": ["bob", "****"]}'),
+    ("HTTPBasicAuth", 'session.auth = HTTPBasicAuth("bob", "BasicPw1")', 'session.auth = HTTPBasicAuth("bob", "****")'),
+    ("aiohttp BasicAuth", "aiohttp.BasicAuth('bob', 'AioPw1')", "aiohttp.BasicAuth('bob', '****')"),
+    (".NET NetworkCredential", 'new NetworkCredential("svc", "NetCredPw1", "CORP")', 'new NetworkCredential("svc", "****", "****")'),
+    ("smtp login", 'server.login("me@example.com", "SmtpPw1")', 'server.login("me@example.com", "****")'),
+    ("ldap simple_bind_s", 'conn.simple_bind_s("cn=admin,dc=x", "LdapBindPw1")', 'conn.simple_bind_s("cn=admin,dc=x", "****")'),
+    ("os.environ.setdefault", 'os.environ.setdefault("API_TOKEN", "EnvDefault1")', 'os.environ.setdefault("API_TOKEN", "****")'),
+    ("header set", 'req.headers.set("X-Api-Key", "HeaderKey1")', 'req.headers.set("X-Api-Key", "****")'),
+    ("java setProperty", 'System.setProperty("javax.net.ssl.trustStorePassword", "TrustPw1");', 'System.setProperty("javax.net.ssl.trustStorePassword", "****");'),
+]
+CODE_NEAR: list[tuple[str, str, str]] = [
+    ("auth tuple of variables", "requests.get(url, auth=(user, password))", "variables"),
+    ("HTTPBasicAuth of variables", "HTTPBasicAuth(settings.user, settings.password)", "variables"),
+    ("getenv default empty", 'os.getenv("API_KEY", "")', "empty"),
+    ("argparse option", 'parser.add_argument("--password", "-p", help="the password")', "declares an option"),
+    ("socket bind", 'sock.bind(("0.0.0.0", 8080))', "an address"),
+    ("login of variables", "client.login(username, password)", "variables"),
+]
+
+# Encoded: base64 after `Basic`, and base64 whose decoding masking finds a secret in.
+ENCODED: list[tuple[str, str, str]] = [
+    ("basic, short", "curl -H 'authorization: basic dTpw' https://x", "curl -H 'authorization: basic ****' https://x"),
+    ("basic outside a header", "send basic Ym9iOnB3 to the proxy", "send basic **** to the proxy"),
+    ("base64 github token", "echo Z2hwX2FiY2RlZmdoaWprbG1ub3BxcnN0dXZ3eHl6MDEyMzQ1Njc4OQ== | base64 -d > tok", "echo **** | base64 -d > tok"),
+    ("dockerconfigjson", "data:\n  .dockerconfigjson: eyJhdXRocyI6eyJnaGNyLmlvIjp7ImF1dGgiOiJZbTlpT25CMyJ9fX0=", "data:\n  .dockerconfigjson: ****"),
+    ("base64 .env file", "kubectl apply -f - <<< 'data: {env: REJfUEFTU1dPUkQ9ZW52RmlsZVB3MQpMT0dfTEVWRUw9aW5mbwo=}'", "kubectl apply -f - <<< 'data: {env: ****}'"),
+    ("url-safe base64", "?state=UEdQQVNTV09SRD11cmxTYWZlUHcxIHBzcWwgfn5-Pj4-Pz8_&x=1", "?state=****&x=1"),
+    ("base64 stripe key", "STRIPE=c2tfbGl2ZV81MUhhYmNkZWZnaGlqa2xtbm9wPz8= node app.js", "STRIPE=**** node app.js"),
+]
+ENCODED_NEAR: list[tuple[str, str, str]] = [
+    ("base64 prose", "echo aGVsbG8gd29ybGQgZnJvbSBiYXNlNjQ= | base64 -d", "decodes to no secret"),
+    ("jwt header alone", "header eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9", "decodes to no secret"),
+    ("long identifier", "ZooKeeperConfigurationLoaderFactoryBean", "not base64 of text"),
+    ("hex digest", "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855", "hex decodes to no text"),
+    ("basic word", "Basic auth is off; basic usage only", "words"),
+]
+
+FAMILIES: dict[str, tuple[list[tuple[str, str, str]], list[tuple[str, str, str]]]] = {
+    "a secret-named variable assigned in any syntax": (ASSIGNED, ASSIGNED_NEAR),
+    "a password given as a command's argument": (ARGUMENT, ARGUMENT_NEAR),
+    "a secret fed on standard input": (STDIN, STDIN_NEAR),
+    "credentials in code": (CODE, CODE_NEAR),
+    "encoded secrets": (ENCODED, ENCODED_NEAR),
+}
+for _secrets, _near in FAMILIES.values():
+    SECRETS += _secrets
+    LOOKALIKES += _near
+
+STRUCTURED += [
+    ("aws tags", {"Tags": [{"Key": "DB_PASSWORD", "Value": "tagPw1"}, {"Key": "Name", "Value": "web"}]}, {"Tags": [{"Key": "DB_PASSWORD", "Value": "****"}, {"Key": "Name", "Value": "web"}]}),
+    ("cloudformation parameters", {"Parameters": [{"ParameterKey": "DbPassword", "ParameterValue": "cfnPw1"}]}, {"Parameters": [{"ParameterKey": "DbPassword", "ParameterValue": "****"}]}),
+    ("beanstalk option", {"Namespace": "aws:elasticbeanstalk:application:environment", "OptionName": "API_TOKEN", "Value": "ebTok1"}, {"Namespace": "aws:elasticbeanstalk:application:environment", "OptionName": "API_TOKEN", "Value": "****"}),
+    ("ecs env", {"environment": [{"Name": "GITHUB_TOKEN", "Value": "ecsTok1"}]}, {"environment": [{"Name": "GITHUB_TOKEN", "Value": "****"}]}),
+    ("ssm SecureString", {"Name": "/prod/db/url", "Value": "ssmSecret1", "Type": "SecureString"}, {"Name": "/prod/db/url", "Value": "****", "Type": "SecureString"}),
+    ("ssm String stays", {"Name": "/prod/db/host", "Value": "db.internal", "Type": "String"}, {"Name": "/prod/db/host", "Value": "db.internal", "Type": "String"}),
+    ("secretKeyRef stays", {"name": "DB_PASSWORD", "valueFrom": {"secretKeyRef": {"name": "db", "key": "password"}}}, {"name": "DB_PASSWORD", "valueFrom": {"secretKeyRef": {"name": "db", "key": "password"}}}),
+    ("pin", {"pin": 1234, "pin_memory": True, "pinned": "yes"}, {"pin": "****", "pin_memory": True, "pinned": "yes"}),
+]
+
+ARGV += [
+    ("htpasswd -b", ["htpasswd", "-b", "/etc/x", "bob", "pw1"], ["htpasswd", "-b", "/etc/x", "bob", "****"]),
+    ("htpasswd -c prompts", ["htpasswd", "-c", "/etc/x", "bob"], ["htpasswd", "-c", "/etc/x", "bob"]),
+    ("net user", ["net", "user", "bob", "pw1", "/add"], ["net", "user", "bob", "****", "/add"]),
+    ("net user /add", ["net", "user", "bob", "/add"], ["net", "user", "bob", "/add"]),
+    ("rabbitmqctl add_user", ["rabbitmqctl", "add_user", "admin", "pw1"], ["rabbitmqctl", "add_user", "admin", "****"]),
+    ("setx", ["setx", "API_KEY", "SetxArgv1", "/M"], ["setx", "API_KEY", "****", "/M"]),
+    ("setx PATH", ["setx", "PATH", "C:\\bin"], ["setx", "PATH", "C:\\bin"]),
+    ("xfreerdp /p:", ["xfreerdp", "/v:h", "/u:bob", "/P:pw1"], ["xfreerdp", "/v:h", "/u:bob", "/P:****"]),
+    ("--pin X", ["ykman", "piv", "access", "change-pin", "--pin", "123456"], ["ykman", "piv", "access", "change-pin", "--pin", "****"]),
+    ("doppler secrets set", ["doppler", "secrets", "set", "ANY_NAME", "v1"], ["doppler", "secrets", "set", "ANY_NAME", "****"]),
 ]
 
 # fmt: on

@@ -3,6 +3,7 @@ rules, the engines, the cost, and every string a decision card carries to a chat
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import importlib.util
 import json
@@ -157,11 +158,12 @@ WORDS = re.compile(r"\w+")  # the baseline pass timing tests compare against
 
 
 def best_of(fn: Callable[[], object], runs: int = 3) -> float:
+    """The least CPU time of `runs` calls: other processes on a loaded machine do not count."""
     times = []
     for _ in range(runs):
-        start = time.perf_counter()
+        start = time.process_time()
         fn()
-        times.append(time.perf_counter() - start)
+        times.append(time.process_time() - start)
     return min(times)
 
 
@@ -192,6 +194,26 @@ ADVERSARIAL: dict[str, Callable[[int], str]] = {
     "flags": lambda n: ("--password " * n)[:n],
     "bearer words": lambda n: ("Bearer " * n)[:n],
     "base64": lambda n: "".join(random.Random(3).choice("ab+/Z9") for _ in range(n)),
+    # The families of issue 21 (9): their rows' worst cases.
+    "fish option cluster": lambda n: "set -" + "x" * (n - 5),
+    "fish options": lambda n: ("set" + " -x" * n)[:n],
+    "xml open tags": lambda n: ("<password " * n)[:n],
+    "xml attributes": lambda n: "<add " + ('key="token" ' * n)[: n - 5],
+    "xml whitespace": lambda n: '<add a="1" key="token"' + " " * n + "x",
+    "pair whitespace": lambda n: '{"Key": "API_TOKEN",' + " " * n + "x",
+    "yaml names": lambda n: ("- name: API_TOKEN\n" * n)[:n],
+    "name/value fields": lambda n: ('{"Key": "API_TOKEN", ' * n)[:n],
+    "echo pipes": lambda n: ("echo pw | " * n)[:n],
+    "echo words": lambda n: "echo " + "pw " * (n // 3),
+    "here-string starts": lambda n: (";a <<" * n)[:n],
+    "calls": lambda n: ("HTTPBasicAuth(" * n)[:n],
+    "call arguments": lambda n: "set_password(" + '"a", ' * (n // 5),
+    "base64 words": lambda n: ("YWFhYWFhYWFhYWFh " * n)[:n],
+    "base64 of text": lambda n: base64.b64encode(
+        ("password=x " * n)[: n * 3 // 4].encode()
+    ).decode(),
+    "argv positions": lambda n: ("htpasswd -b " + "f " * n)[:n],
+    "argv within late": lambda n: "net " + "a " * (n // 4) + "user " + "x " * (n // 4),
 }
 
 
@@ -200,7 +222,9 @@ def test_masking_64_kib_is_fast() -> None:
     masked = mask_text(text)
     assert "hunter2" not in masked and "S3cret" not in masked
     # Against a baseline measured in the same run (one regex pass over the same text), so the
-    # machine's load cancels out: masking took ~11 such passes here; 60 leaves room.
+    # machine's load cancels out: masking took ~16-20 such passes here (the text holds every
+    # corpus row, issue 21's families included; the text of the corpus before them took
+    # ~14 before them and ~16 after, docs/security.md); 60 leaves room.
     one_pass = best_of(lambda: WORDS.findall(text))
     elapsed = best_of(lambda: mask_text(text))
     assert elapsed < 60 * one_pass, f"{elapsed * 1000:.1f} ms, one pass {one_pass * 1000:.1f} ms"
@@ -211,7 +235,7 @@ def test_masking_64_kib_is_fast() -> None:
 
 def test_many_small_strings_are_cheap() -> None:
     value = {f"k{i}": [f"value {i}", "ls -la /tmp", {"n": i}] for i in range(1000)}
-    # ~7 JSON round trips of the same value here; 40 leaves room (a baseline, not a clock).
+    # ~7-10 JSON round trips of the same value here; 40 leaves room (a baseline, not a clock).
     round_trip = best_of(lambda: json.loads(json.dumps(value)))
     assert best_of(lambda: mask_value(value)) < 40 * round_trip
 
