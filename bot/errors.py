@@ -65,3 +65,18 @@ UNAUTHORIZED = "unauthorized"
 PAYLOAD_TOO_LARGE = "payload_too_large"
 UNKNOWN_PROFILE = "unknown_profile"
 GROUP_IN_USE = "group_in_use"  # removing it would leave a running run's calls short of approvers
+STORAGE_UNAVAILABLE = "storage_unavailable"  # the database cannot take a write now (503)
+
+
+class StorageUnavailable(ApprovalError):
+    """The store cannot do what was asked now: its disk is full, it is read-only, or it cannot
+    be reached. Raised by the store at its boundary (store/faults.py), so every surface shows
+    the same code; `cause` (also in the JSON, as `cause`) is one of store.faults' causes, and
+    the detail says it plainly. Nothing of the refused operation was kept."""
+
+    def __init__(self, cause: str, detail: str) -> None:
+        super().__init__(STORAGE_UNAVAILABLE, detail, 503, {"cause": cause})
+
+    @property
+    def cause(self) -> str:
+        return str(self.extra["cause"])

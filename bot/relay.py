@@ -14,6 +14,7 @@ from datetime import timedelta
 
 from bot.background import BackgroundLoop, log_failure
 from bot.clock import Clock
+from bot.errors import StorageUnavailable
 from bot.metrics import NOTIFICATIONS
 from bot.ports import Notifier, Store
 
@@ -60,8 +61,8 @@ class OutboxRelay(BackgroundLoop):
                 if task is None or run is None:
                     raise RuntimeError("task or run vanished")
                 await notifier.deliver(item, task, run)
-            except asyncio.CancelledError:
-                raise
+            except (asyncio.CancelledError, StorageUnavailable):
+                raise  # a storage fault stops the round: nothing can be marked (see _loop)
             except Exception as error:  # one bad item must not stop the others
                 backoff = min(self.max_backoff, 0.5 * 2 ** min(item.attempts, 20))
                 await self.store.outbox_retry(
@@ -86,6 +87,10 @@ class OutboxRelay(BackgroundLoop):
                 count = await self.run_once()
             except asyncio.CancelledError:
                 raise
+            except StorageUnavailable:
+                # A full disk, a read-only database: the store says so in the log, once, not
+                # every round. Leased items are handed out again when their lease ends.
+                count = 0
             except Exception as error:
                 log_failure(log, "outbox relay", error)
                 count = 0

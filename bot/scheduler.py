@@ -18,6 +18,7 @@ from bot.background import BackgroundLoop, log_failure
 from bot.clock import Clock
 from bot.decisions import Writes, attention_event, log_entry, work_available
 from bot.domain import PARKED_STATES, Ending, NewEvent, Run, Task, Timer
+from bot.errors import StorageUnavailable
 from bot.ports import Tx
 from bot.service import ApprovalService
 
@@ -143,6 +144,10 @@ class Scheduler(BackgroundLoop):
                 due = await self.service.store.next_timer_due()
             except asyncio.CancelledError:
                 raise
+            except StorageUnavailable:
+                # A full disk, a read-only database: the store says so in the log, once, not
+                # every round; nothing fired, so everything due is due again next round.
+                due = None
             except Exception as error:
                 log_failure(log, "clock: firing due deadlines", error)
                 due = None

@@ -4,21 +4,31 @@ Transactions are store/tx.py's SqlTx. SQLite has one writer at a time: its write
 and committed together from the event loop. PostgreSQL runs at READ COMMITTED; every ending is
 a compare-and-set (`UPDATE … WHERE state IN (…) RETURNING`), which lets exactly one of any
 number of concurrent writers through.
+
+A storage fault (a full disk, a read-only database, a server that cannot be reached) leaves
+the store as the core's `StorageUnavailable`, 503 `storage_unavailable` with its cause, on
+every surface alike (store/faults.py).
 """
 
 from __future__ import annotations
 
+import secrets
+import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy import event as sa_event
+from sqlalchemy.engine import ExceptionContext
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from bot import jsontext
 from bot.domain import PARKED_STATES, Event, LogRecord, OutboxItem, Run, Task
+from bot.errors import StorageUnavailable
 from store import convert as cv
+from store.faults import StorageHealth, fault_of
 from store.sqlite import SqliteWriter, setup_connections
 from store.tx import (
     CREDENTIAL,
@@ -34,6 +44,7 @@ from store.tx import (
     WEB_SESSION,
     SqlTx,
 )
+from store.txbase import META
 
 __all__ = [
     "CREDENTIAL", "EVENT", "LOG", "NOTIFY_CHANNEL", "OUTBOX", "PER_TASK_CHAT", "TASK", "TIMER",
@@ -53,7 +64,7 @@ def make_engine(url: str, schema: str | None = None) -> AsyncEngine:
     connect_args: dict[str, Any] = {}
     if schema:
         connect_args["server_settings"] = {"search_path": schema}
-    return create_async_engine(
+    engine = create_async_engine(
         url,
         pool_size=10,
         max_overflow=20,
@@ -61,36 +72,96 @@ def make_engine(url: str, schema: str | None = None) -> AsyncEngine:
         connect_args=connect_args,
         json_serializer=jsontext.dumps,
     )
+    sa_event.listen(engine.sync_engine, "handle_error", _reconnect_when_read_only)
+    return engine
+
+
+def _reconnect_when_read_only(context: ExceptionContext) -> None:
+    """A read-only transaction (25006) is the session's doing as much as the server's: its
+    default (`default_transaction_read_only`, which ALTER DATABASE changes for new sessions
+    only) or a standby it reached. So the connection is dropped like a lost one, and with it
+    every pooled connection made before: once the database takes writes again, the next
+    write runs on a new session that sees it."""
+    if getattr(context.original_exception, "sqlstate", None) == "25006":
+        context.is_disconnect = True
 
 
 class SqlStore:
     """Implements bot.ports.Store."""
+
+    # While a storage fault lasts, `writable()` tries a write at most this often (seconds).
+    probe_every = 1.0
 
     def __init__(self, url: str, *, schema: str | None = None) -> None:
         self.url = url
         self.schema = schema
         self.engine = make_engine(url, schema)
         self.postgres = self.engine.dialect.name == "postgresql"
+        # The storage fault the last write met, if any (store/faults.py): /readyz, the log.
+        self.health = StorageHealth()
+        self._probed_at = -self.probe_every
         # SQLite's reads and writes go through here, on the event loop; None on PostgreSQL.
-        self.sqlite = None if self.postgres else SqliteWriter(url)
+        self.sqlite = None if self.postgres else SqliteWriter(url, self.health)
 
     def write(self) -> AbstractAsyncContextManager[SqlTx]:
+        """A write transaction. A storage fault (a full disk, a read-only database, a server
+        that cannot be reached) is raised as `StorageUnavailable`, 503 `storage_unavailable`:
+        nothing of the write was kept."""
         # On SQLite, group commit: the writers of one event-loop turn share one transaction.
         return self._pg_write() if self.sqlite is None else self.sqlite.write()
 
     @asynccontextmanager
     async def _pg_write(self) -> AsyncIterator[SqlTx]:
-        async with self.engine.begin() as conn:
-            yield SqlTx(conn, self.postgres)
+        wrote = False
+        try:
+            async with self.engine.begin() as conn:
+                yield SqlTx(conn, self.postgres)
+                if self.health.fault is not None:
+                    # Only a transaction that wrote rows proves the fault over: it has an id.
+                    wrote = (await conn.execute(_WROTE)).scalar_one()
+        except Exception as error:
+            fault = fault_of(error, postgres=True)
+            if fault is None:
+                raise
+            raise self.health.refused(fault) from None
+        if wrote:
+            self.health.wrote()
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[SqlTx]:
-        if self.sqlite is not None:
-            with self.sqlite.read() as tx:
-                yield tx
-            return
-        async with self.engine.connect() as conn:
-            yield SqlTx(conn, self.postgres)
+        try:
+            if self.sqlite is not None:
+                with self.sqlite.read() as tx:
+                    yield tx
+                return
+            async with self.engine.connect() as conn:
+                yield SqlTx(conn, self.postgres)
+        except Exception as error:
+            path = None if self.sqlite is None else self.sqlite.path
+            fault = fault_of(error, postgres=self.postgres, path=path)
+            if fault is None:
+                raise
+            raise self.health.refused(fault) from None
+
+    async def writable(self) -> bool:
+        """Whether writes succeed: yes unless the last one met a storage fault; then a write
+        is tried (at most every `probe_every` seconds) to see whether the fault is over. The
+        write needs room (a row of 16 KB, removed in the same transaction), so a full disk
+        is not taken for a cleared one when a small change still fits in a page."""
+        if self.health.fault is None:
+            return True
+        now = time.monotonic()
+        if now - self._probed_at < self.probe_every:
+            return False
+        self._probed_at = now
+        key = f"probe:{secrets.token_hex(8)}"
+        try:
+            async with self.write() as tx:
+                await tx.conn.execute(sa.insert(META).values(key=key, value=_probe_value()))
+                await tx.conn.execute(sa.delete(META).where(META.c.key == key))
+        except StorageUnavailable:
+            return False
+        return self.health.fault is None
 
     @asynccontextmanager
     async def _bookkeeping(self) -> AsyncIterator[SqlTx]:
@@ -395,6 +466,17 @@ class SqlStore:
         await self.engine.dispose()
         if self.sqlite is not None:
             await self.sqlite.close()
+
+
+# Whether the current PostgreSQL transaction has written (a transaction id is assigned at its
+# first write); txid_current_if_assigned() rather than pg_current_xact_id_if_assigned(): 9.6+.
+_WROTE = sa.text("SELECT txid_current_if_assigned() IS NOT NULL")
+
+
+def _probe_value() -> str:
+    """16 KB that PostgreSQL cannot compress away (it would store a repeated letter in a few
+    bytes): random hexadecimal."""
+    return secrets.token_hex(8192)
 
 
 def _like_literal(text: str) -> str:

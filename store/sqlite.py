@@ -22,7 +22,9 @@ from sqlalchemy import event as sa_event
 from sqlalchemy.pool import QueuePool
 
 from bot import jsontext
+from bot.errors import StorageUnavailable
 from store.checkpoint import Checkpointer
+from store.faults import StorageHealth, fault_of, storage_unavailable
 from store.prepared import Prepared
 from store.tx import SqlTx
 
@@ -79,6 +81,9 @@ class _CommitGroup:
         self.conn = conn
         self.driver: sqlite3.Connection = conn.connection.dbapi_connection  # type: ignore[assignment]
         self.tx = SqlTx(InlineConnection(conn), False, self.driver)
+        # Rows changed on the connection before the group: a commit that changed none proves
+        # nothing about a storage fault (it wrote nothing to the disk).
+        self.changes_before = self.driver.total_changes
         # One future per writer rather than one shared and shielded: a writer cancelled while
         # it waits cancels only its own, and its wake-up is one loop turn sooner.
         self.waiters: list[asyncio.Future[None]] = []
@@ -87,6 +92,13 @@ class _CommitGroup:
         # the commit: one statement for all of a kind, outside the writers' savepoints, which
         # would otherwise copy the pages they change: about 3 µs less per granted call.
         self.held: list[tuple[Prepared, list[dict[str, Any]]]] = []
+        # Why the group's transaction is gone, if it is: a writer's failure made SQLite roll
+        # all of it back (SQLITE_FULL does, mid-statement). Every writer of the group then
+        # fails, and none joins it any more.
+        self.broken: BaseException | None = None
+        # A writer of the group met a storage fault: the connection is replaced after it (one
+        # opened while the file was read-only stays read-only).
+        self.faulted = False
 
     def write_held(self) -> None:
         """In the writers' order, so each run's events are numbered in the order they came."""
@@ -102,6 +114,8 @@ class _CommitGroup:
                 continue
             if error is None:
                 waiter.set_result(None)
+            elif isinstance(error, StorageUnavailable):  # one each: each writer raises its own
+                waiter.set_exception(storage_unavailable(error.cause))
             else:
                 waiter.set_exception(error)
 
@@ -110,8 +124,10 @@ class _GroupWrite:
     """`SqliteWriter.write()` (group commit): a writer joins the open group, or opens
     one, inside a savepoint of its own. It returns only once its group has committed, so
     nothing is acknowledged before it is durable; a writer that fails rolls back to its
-    savepoint and leaves the others' work standing. (A class rather than a generator-based
-    context manager: every write comes through here.)"""
+    savepoint and leaves the others' work standing — unless SQLite rolled back the whole
+    transaction (a full disk can), which fails every writer of the group. A storage fault (a
+    full disk, a read-only file) is raised as `StorageUnavailable` (store/faults.py). (A class
+    rather than a generator-based context manager: every write comes through here.)"""
 
     __slots__ = ("group", "writer")
 
@@ -122,6 +138,13 @@ class _GroupWrite:
     async def __aenter__(self) -> SqlTx:
         writer = self.writer
         await writer.lock.acquire()
+        while writer.group is not None and writer.group.broken is not None:
+            # Its transaction is gone: wait for it to end, then open a group of our own.
+            ending = writer.group.committing
+            writer.lock.release()
+            assert ending is not None
+            await asyncio.wait([ending])
+            await writer.lock.acquire()
         try:
             group = writer.group
             if group is None:
@@ -129,28 +152,55 @@ class _GroupWrite:
                 group.committing = asyncio.get_running_loop().create_task(writer.commit(group))
             group.driver.execute("SAVEPOINT w")
             group.tx.held = []
-        except BaseException:
-            writer.lock.release()
+        except BaseException as error:
+            try:
+                fault = writer.fault(error) if isinstance(error, Exception) else None
+                if fault is not None:
+                    if writer.group is not None:
+                        writer.group.faulted = True  # its commit replaces the connection
+                    else:
+                        writer.drop_connection()  # no group uses it
+            finally:
+                writer.lock.release()
+            if fault is not None:
+                raise fault from None
             raise
         self.group = group
         return group.tx
 
-    async def __aexit__(self, kind: type[BaseException] | None, *_: object) -> None:
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, _tb: object
+    ) -> None:
         group = self.group
         assert group is not None
         held, group.tx.held = group.tx.held, None
+        writer = self.writer
         try:
-            if kind is not None:
-                group.driver.execute("ROLLBACK TO w")
-            elif held:
-                group.held.extend(held)
-            group.driver.execute("RELEASE w")
+            if kind is None:
+                if held:
+                    group.held.extend(held)
+                group.driver.execute("RELEASE w")
+            else:
+                # Why the group fails if this writer's failure took its transaction along.
+                reason = error if isinstance(error, Exception) else RuntimeError("rolled back")
+                try:
+                    group.driver.execute("ROLLBACK TO w")
+                    group.driver.execute("RELEASE w")
+                except sqlite3.Error:  # no savepoint to go back to: the transaction is gone
+                    group.broken = group.broken or reason
+                if not group.driver.in_transaction:  # SQLite rolled all of it back
+                    group.broken = group.broken or reason
         finally:
-            self.writer.lock.release()
-        if kind is None:
-            waiter = asyncio.get_running_loop().create_future()
-            group.waiters.append(waiter)
-            await waiter
+            writer.lock.release()
+        if kind is not None:
+            fault = writer.fault(error) if isinstance(error, Exception) else None
+            if fault is not None:
+                group.faulted = True
+                raise fault from None
+            return
+        waiter = asyncio.get_running_loop().create_future()
+        group.waiters.append(waiter)
+        await waiter
 
 
 class SqliteWriter:
@@ -173,7 +223,8 @@ class SqliteWriter:
     # less than growing it.
     idle_trim_seconds = 10.0
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, health: StorageHealth | None = None) -> None:
+        self.health = health or StorageHealth()
         # Short busy timeout: a writer in another process is waited for asynchronously.
         self.engine: Engine = create_engine(
             url.replace("+aiosqlite", ""), poolclass=QueuePool, json_serializer=jsontext.dumps
@@ -190,10 +241,22 @@ class SqliteWriter:
         self._checkpointing: asyncio.Future[None] | None = None
         self._trimming: asyncio.Future[None] | None = None
         path = self.engine.url.database  # none for an in-memory database: nothing to copy
+        self.path = path if path and path != ":memory:" else None
         self._checkpointer = Checkpointer(path) if path else None
 
     def write(self) -> AbstractAsyncContextManager[SqlTx]:
         return _GroupWrite(self)
+
+    def fault(self, error: Exception) -> StorageUnavailable | None:
+        """The storage fault `error` is (recorded and logged by `health`), or None."""
+        fault = fault_of(error, postgres=False, path=self.path)
+        return None if fault is None else self.health.refused(fault)
+
+    def drop_connection(self) -> None:
+        """Start afresh: the next group gets a new connection (rolling back what is left)."""
+        self._connection, dropped = None, self._connection
+        if dropped is not None:
+            dropped.close()
 
     @contextmanager
     def read(self) -> Iterator[SqlTx]:
@@ -206,6 +269,10 @@ class SqliteWriter:
         reset on return) a group's BEGIN and COMMIT cost more than several of its statements.
         SQLAlchemy sees one transaction that never ends, so it never begins one of its own."""
         if self._connection is None:
+            if self.health.fault is not None:
+                # The pooled connections may have been opened while the file was read-only,
+                # and would stay so: the writer's (and the readers') are opened anew.
+                self.engine.dispose()
             self._connection = self.engine.connect()
             self._connection.execution_options(sqlite_begin="BY_HAND").begin()
         driver = self._connection.connection.dbapi_connection
@@ -229,17 +296,23 @@ class SqliteWriter:
             self.group = None
             # Committing on a thread was measured slower: the thread then waits for the GIL
             # (up to the 5 ms switch interval) while every writer of the group waits for it.
-            try:
-                group.write_held()
-                group.driver.commit()
-            except Exception as error:  # every writer of the group hears of it
-                group.settle(error)
-                # Start afresh: the next group gets a new connection.
-                self._connection, broken = None, self._connection
-                if broken is not None:
-                    broken.close()  # rolls back what is left
-            else:
-                group.settle()
+            failed = group.broken
+            if failed is None:
+                try:
+                    group.write_held()
+                    group.driver.commit()
+                except Exception as error:
+                    failed = error
+            if failed is not None:  # every writer of the group hears of it
+                fault = self.fault(failed) if isinstance(failed, Exception) else None
+                group.settle(fault or failed)
+                self.drop_connection()
+                return  # nothing was written: no checkpoint is due for it
+            group.settle()
+            if self.health.fault is not None and group.driver.total_changes != group.changes_before:
+                self.health.wrote()  # rows were written: the fault is over
+            if group.faulted:
+                self.drop_connection()
             self._commits += 1
             now = asyncio.get_running_loop().time()
             busy, self._last_commit = now - self._last_commit < self.quiet_gap_seconds, now

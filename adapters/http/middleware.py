@@ -4,7 +4,9 @@ Errors on the API paths are always `{"error": {"code", "detail", …}}`: refusal
 keep their code and status, aiohttp's own HTTP errors (unknown route, wrong method — with its
 `Allow` header —, body too large) get a code of their own, and anything unexpected is logged
 (type and stack frames only — exception messages can carry request data, tool inputs or SQL
-parameters) and answered as a JSON 500 rather than aiohttp's HTML page.
+parameters) and answered as a JSON 500 rather than aiohttp's HTML page. A storage fault (a full
+disk, a read-only database) is the store's 503 `storage_unavailable`, with `Retry-After`; the
+store logs it, once, so nothing is logged here.
 
 A bearer token that cannot be one of ours (not a b64token: non-ASCII, control bytes, too long)
 is no credential: 401, without hashing or looking it up. Who may do what is `bot.access`'s (the
@@ -34,6 +36,10 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 # Paths whose errors are JSON; the web page and chat webhooks answer in their own way.
 API_PATHS = ("/v1/", "/metrics", "/openapi.json")
 
+# Seconds a client is asked to wait after 503 `storage_unavailable` (a full disk, a read-only
+# database: someone has to act, and asking again at once only adds to the log's count).
+STORAGE_RETRY_AFTER = 5
+
 _HTTP_CODES = {
     404: errors.NOT_FOUND,
     405: "method_not_allowed",
@@ -52,6 +58,9 @@ def error_response(error: ApprovalError) -> web.Response:
     response = json_response(error.to_json(), error.status)
     if error.status == 401:
         response.headers["WWW-Authenticate"] = 'Bearer realm="approvalbot"'
+    if error.code == errors.STORAGE_UNAVAILABLE:
+        # Nothing was written; the store says in the log why, once (store/faults.py).
+        response.headers["Retry-After"] = str(STORAGE_RETRY_AFTER)
     return response
 
 

@@ -19,6 +19,7 @@ from aiohttp import web
 from multidict import MultiDict
 from yarl import URL
 
+from adapters.http.middleware import STORAGE_RETRY_AFTER
 from adapters.web import links, render
 from adapters.web.session import (
     CSRF_FIELD,
@@ -33,6 +34,7 @@ from adapters.web.session import (
 from bot.config import Settings
 from bot.core import Core
 from bot.domain import Principal
+from bot.errors import StorageUnavailable
 from bot.ports import WebSessions
 
 log = logging.getLogger("approvalbot.web")
@@ -336,7 +338,9 @@ async def start_stream(request: web.Request, response: web.StreamResponse) -> No
 async def web_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
     """The page's requests: the session resolved first (one read), and anything unexpected
     logged by its type and code location only (never its message: a database error's message
-    holds the SQL and its parameters, which hold what people typed) and answered as a page."""
+    holds the SQL and its parameters, which hold what people typed) and answered as a page. A
+    storage fault (a full disk, a read-only database) is a 503 page naming it, not logged here:
+    the store says it in the log, once."""
     if not is_page_path(request.path) or request.path.startswith("/web/static/"):
         return await handler(request)
     try:
@@ -346,6 +350,18 @@ async def web_errors(request: web.Request, handler: Handler) -> web.StreamRespon
         raise
     except ConnectionResetError:
         raise  # the browser went away
+    except StorageUnavailable as error:
+        # A full disk, a read-only database: the store has said so in the log, once.
+        if request.get(_STREAMING):
+            raise ConnectionResetError("response cut short: storage unavailable") from None
+        if _SESSION not in request:
+            request[_SESSION] = None
+        return web.Response(
+            text=error_html(request, 503, "Storage unavailable", f"{error.code}: {error.detail}"),
+            status=503,
+            content_type="text/html",
+            headers={"Retry-After": str(STORAGE_RETRY_AFTER)},
+        )
     except Exception as error:
         frames = "".join(traceback.format_tb(error.__traceback__))
         log.error(
