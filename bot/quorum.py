@@ -15,6 +15,7 @@ alice from approving the run's calls; she may still deny them.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -23,7 +24,7 @@ from bot import errors
 from bot.domain import Run, Task
 from bot.errors import ApprovalError
 from bot.rules import Policy, compile_policy
-from bot.rules.validate import RulesInvalid, compact_json, json_type
+from bot.rules.validate import RulesInvalid, check_rules, compact_json, json_type
 
 # The codes of this feature's refusals (409 / 403; the declaration's are 422).
 ALREADY_REVIEWED = "already_reviewed"
@@ -36,6 +37,7 @@ REQUIREMENT_KEYS = ("tool", "path", "match", "approvals", "groups")
 MAX_APPROVALS = 50  # more distinct people than any team asks for one call
 MAX_REQUIREMENTS = 100
 GROUP_NAME_LIMIT = 64
+_ITEM = re.compile(r"approval_requirements\[(\d+)\]")  # a problem of one requirement
 
 
 def _at(index: int) -> str:
@@ -50,11 +52,30 @@ def check_requirements(value: object) -> list[dict[str, Any]]:
         raise RulesInvalid([f"approval_requirements: must be an array, not {json_type(value)}"])
     if len(value) > MAX_REQUIREMENTS:
         raise RulesInvalid([f"approval_requirements: at most {MAX_REQUIREMENTS} requirements"])
+    # tool/path/match are a rule's: the engine's validation checks them (with what one glob may
+    # cost, and the list's size and `?` bounds: issue 21) and names them like ours. Nothing is
+    # compiled here: the requirements are compiled together when a call first needs them.
+    selectors = [
+        {k: item[k] for k in ("tool", "path", "match") if k in item} | {"verdict": "ask"}
+        if isinstance(item, dict)
+        else item
+        for item in value
+    ]
+    found: list[str] = []
+    check_rules(selectors, found, name="approval_requirements")
+    of_item: dict[int, list[str]] = {}
+    of_list: list[str] = []
+    for problem in found:
+        named = _ITEM.match(problem)
+        if named is None:
+            of_list.append(problem)
+        else:
+            of_item.setdefault(int(named.group(1)), []).append(problem)
     out: list[dict[str, Any]] = []
     for index, item in enumerate(value):
         at = _at(index)
         if not isinstance(item, dict):
-            problems.append(f"{at}: must be an object, not {json_type(item)}")
+            problems.extend(of_item.get(index, ()))  # must be an object
             continue
         before = len(problems)
         for key in item:
@@ -76,17 +97,14 @@ def check_requirements(value: object) -> list[dict[str, Any]]:
                 problems.append(f"{at}.groups: a non-empty array of group names")
             elif not all(isinstance(g, str) and group_name_ok(g) for g in groups):
                 problems.append(f"{at}.groups: each a group name (1-{GROUP_NAME_LIMIT} chars)")
-        # tool/path/match are a rule's: the engine checks them and names them like ours.
-        selector = {k: item[k] for k in ("tool", "path", "match") if k in item}
-        try:
-            compile_policy([selector | {"verdict": "ask"}])
-        except RulesInvalid as refused:
-            problems.extend(p.replace("approval_rules[0]", at) for p in refused.problems)
+        problems.extend(of_item.get(index, ()))
         if len(problems) == before:
-            normal: dict[str, Any] = selector | {"approvals": approvals}
+            normal: dict[str, Any] = {k: item[k] for k in ("tool", "path", "match") if k in item}
+            normal["approvals"] = approvals
             if groups is not None:
                 normal["groups"] = list(dict.fromkeys(groups))
             out.append(normal)
+    problems.extend(of_list)
     if problems:
         raise RulesInvalid(problems)
     return out
@@ -148,8 +166,16 @@ def group_names(requirements: Sequence[Mapping[str, Any]]) -> set[str]:
 def _policy(requirements: Sequence[Mapping[str, Any]], aliases: Mapping[str, str]) -> Policy:
     # Each requirement as an `ask` rule: the engine reports every rule that matches a call.
     # No origin: a requirement covers a parked call whatever its origin (evaluated as `model`).
+    # Stored requirements were checked when they were declared: never refused again here.
     rules = [{k: r[k] for k in ("tool", "path", "match") if k in r} for r in requirements]
-    return compile_policy([rule | {"verdict": "ask"} for rule in rules], aliases)
+    return compile_policy([rule | {"verdict": "ask"} for rule in rules], aliases, bounded=False)
+
+
+def compiled(requirements: Sequence[Mapping[str, Any]], aliases: Mapping[str, str]) -> None:
+    """Compile the requirements into the shared memo, before a call needs them (a declaration
+    does it off the event loop)."""
+    if requirements:
+        _policy(requirements, aliases)
 
 
 def matching(

@@ -51,10 +51,11 @@ class ServiceBase:
         self.on_outbox: Callable[[], None] = lambda: None
 
     def policy(self, run: Run) -> Policy:
-        """The run's compiled rules; compiled once per run and kept (bounded)."""
+        """The run's compiled rules; compiled once per run and kept (bounded). A run's rules
+        were checked when it was declared (bounds added since never refuse it now)."""
         policy = self._policies.get(run.id)
         if policy is None:
-            policy = compile_policy(run.approval_rules, run.aliases)
+            policy = compile_policy(run.approval_rules, run.aliases, bounded=False)
             self._policies[run.id] = policy
             if len(self._policies) > CACHE_LIMIT:
                 self._policies.popitem(last=False)
@@ -68,7 +69,9 @@ class ServiceBase:
         if cached is not None and cached[0] == run.rules_version:
             self._learned.move_to_end(run.id)
             return cached[1]
-        policy = learning.compile_learned(run.learned_rules, run.aliases)
+        # Each was checked when it was learned; stored, they are never refused again.
+        rules = [entry["rule"] for entry in run.learned_rules]
+        policy = compile_policy(rules, run.aliases, bounded=False) if rules else None
         self._learned[run.id] = (run.rules_version, policy)
         if len(self._learned) > CACHE_LIMIT:
             self._learned.popitem(last=False)

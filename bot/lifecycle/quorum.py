@@ -25,11 +25,13 @@ from bot.quorum import Approvals
 class Quorum(Learning):
     """Approval requirements, groups and the count of reviews."""
 
-    async def _declared_quorum(
-        self, tx: Tx, workspace_id: str, spec: RunSpec, parent: Run | None
+    def _requirements(
+        self, spec: RunSpec, parent: Run | None, extra: list[dict[str, Any]] | None
     ) -> tuple[list[dict[str, Any]], bool, str | None]:
-        """The run's (approval_requirements, forbid_self_approval, on_behalf_of): its own over
-        its parent's or profile's, only tighter; the groups and the person they name exist."""
+        """The run's requirements and forbid_self_approval: its own (`extra`, checked by
+        `quorum.check_requirements`) over its parent's or profile's, only tighter; and the
+        person its parent acts for. Pure: the declaration works it out once before the store's
+        write lock (to compile the requirements off the event loop) and again under it."""
         behalf: str | None = None
         if parent is not None:
             base, forbid = parent.approval_requirements, parent.forbid_self_approval
@@ -39,9 +41,6 @@ class Quorum(Learning):
             base, forbid = profile.approval_requirements, profile.forbid_self_approval
         else:
             base, forbid = [], False
-        extra = None
-        if spec.approval_requirements is not None:
-            extra = quorum.check_requirements(spec.approval_requirements)
         if spec.forbid_self_approval is not None and not isinstance(
             spec.forbid_self_approval, bool
         ):
@@ -49,6 +48,20 @@ class Quorum(Learning):
                 errors.INVALID_REQUEST, "forbid_self_approval: must be true or false", 422
             )
         requirements, forbid = quorum.tighten(base, forbid, extra, spec.forbid_self_approval)
+        return requirements, forbid, behalf
+
+    async def _declared_quorum(
+        self,
+        tx: Tx,
+        workspace_id: str,
+        spec: RunSpec,
+        parent: Run | None,
+        extra: list[dict[str, Any]] | None,
+    ) -> tuple[list[dict[str, Any]], bool, str | None]:
+        """The run's (approval_requirements, forbid_self_approval, on_behalf_of): its own
+        (`extra`, already checked) over its parent's or profile's, only tighter; the groups and
+        the person they name exist."""
+        requirements, forbid, behalf = self._requirements(spec, parent, extra)
         on_behalf_of = spec.on_behalf_of
         if behalf is not None and on_behalf_of not in (None, behalf):
             raise ApprovalError(

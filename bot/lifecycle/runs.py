@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from collections.abc import Container
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
@@ -13,11 +15,30 @@ from bot.decisions import MODES, Profile, RunSpec, invalid, log_entry, narrow, n
 from bot.domain import Ending, NewEvent, Principal, Run, Task, new_id, ordered_id
 from bot.errors import ApprovalError
 from bot.lifecycle.quorum import Quorum
-from bot.rules import compile_policy
+from bot.rules import Policy, compile_policy, compound
+from bot.rules.validate import compact_json
 
 KEY_LIMIT = 200  # a task key's length (KEY_PATTERN; the column holds no more on PostgreSQL)
 OUTCOMES = ("succeeded", "failed")  # what the one who stops a run may say of its work
 REASON_LIMIT = 500  # characters of a stop's reason
+
+
+# Declarations compile on one thread of their own, one at a time: the event loop never waits
+# for a compile, and however many arrive at once, one thread at most competes with it for the
+# interpreter (a compile is tens of milliseconds of Python at worst: docs/performance.md).
+_COMPILER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="approvalbot-compile")
+
+
+def _compile_declaration(
+    rules: list[Any], aliases: dict[str, str], shell_commands: list[dict[str, str]]
+) -> Policy:
+    policy = compile_policy(rules, aliases)
+    compound.compile_shell(shell_commands)  # the shared memo's, for the run's first call
+    return policy
+
+
+def _declared_key(declared: Profile) -> str:
+    return compact_json([declared.approval_rules, sorted(declared.aliases.items())])
 
 
 def stop_detail(outcome: str | None, reason: str | None) -> dict[str, str]:
@@ -90,14 +111,17 @@ class Runs(Quorum):
             problem = effects.storable_problem(getattr(spec, name), name)
             if problem:
                 raise invalid(problem)
+        extra, prepared = await self._prepare(workspace_id, spec)
         async with self.store.write() as tx:
             parent = None
             if spec.parent_run is not None:
                 parent = await self._run(tx, workspace_id, spec.parent_run)
             declared = narrow(spec, self._base(spec, parent))
-            policy = compile_policy(declared.approval_rules, declared.aliases)
+            policy = prepared.get(_declared_key(declared))
+            if policy is None:  # never expected: a parent's declaration is frozen
+                policy = compile_policy(declared.approval_rules, declared.aliases)
             requirements, forbid_self, on_behalf_of = await self._declared_quorum(
-                tx, workspace_id, spec, parent
+                tx, workspace_id, spec, parent, extra
             )
             # Learned rules are frozen with the rest: a continuation keeps its parent's, a run
             # from a profile gets the profile's as they are now.
@@ -143,6 +167,37 @@ class Runs(Quorum):
         self._policies[run.id] = policy
         self._remember(replace(run))
         return run
+
+    async def _prepare(
+        self, workspace_id: str, spec: RunSpec
+    ) -> tuple[list[dict[str, Any]] | None, dict[str, Policy]]:
+        """Whatever the declaration compiles, compiled before the store's write lock is taken
+        and off the event loop (issue 21): a large rule list costs tens of milliseconds to
+        compile, and nothing else, not even `/healthz`, should wait for it. Returns the run's
+        own requirements, checked, and its policy keyed by what it was compiled from. Refusals
+        are the ones the declaration makes under the lock, in the same order."""
+        parent = None
+        if spec.parent_run is not None:  # frozen: what is read here is what the lock reads
+            async with self.store.read() as tx:
+                parent = await self._run(tx, workspace_id, spec.parent_run, lock=False)
+        declared = narrow(spec, self._base(spec, parent))
+        loop = asyncio.get_running_loop()
+        policy = await loop.run_in_executor(
+            _COMPILER,
+            _compile_declaration,
+            declared.approval_rules,
+            declared.aliases,
+            declared.shell_commands,
+        )
+        extra = None
+        if spec.approval_requirements is not None:
+            extra = quorum.check_requirements(spec.approval_requirements)
+        requirements = self._requirements(spec, parent, extra)[0]
+        if requirements:  # compiled when a call parks; warmed here, off the loop
+            await loop.run_in_executor(
+                _COMPILER, quorum.compiled, requirements, dict(policy.aliases)
+            )
+        return extra, {_declared_key(declared): policy}
 
     async def stop(
         self,

@@ -31,7 +31,13 @@ from bot.rules.engine import Verdict
 from bot.rules.globs import predicate
 from bot.rules.paths import Step, encode_text, path_steps
 from bot.rules.shell import Command, read_line
-from bot.rules.validate import compact_json, json_type
+from bot.rules.validate import (
+    MAX_RULES_BYTES,
+    compact_json,
+    inner_qmark_problem,
+    json_type,
+    tool_glob_problems,
+)
 
 MAX_SHELL_ENTRIES = 16
 SHELL_KEYS = ("tool", "path")
@@ -143,8 +149,18 @@ def check_shell_commands(value: object, at: str = "shell_commands") -> list[dict
                     given.encode()
                 except UnicodeEncodeError:
                     problems.append(f"{where}.{key}: not valid Unicode (lone surrogate)")
+                else:
+                    if key == "tool":  # what one glob may cost, as in a rule (issue 21)
+                        problems.extend(tool_glob_problems(given, f"{where}.tool"))
         if not problems:
             out.append({"tool": entry["tool"], "path": entry["path"]})
+    if not problems:
+        size = len(compact_json(out).encode())
+        if size > MAX_RULES_BYTES:
+            problems.append(f"{at}: {size} bytes exceeds the {MAX_RULES_BYTES}-byte bound")
+        problem = inner_qmark_problem([g for e in out for g in e["tool"].split("|")], at)
+        if problem is not None:
+            problems.append(problem)
     if problems:
         raise ApprovalError(INVALID_REQUEST, "; ".join(problems), 422, {"problems": problems})
     return out

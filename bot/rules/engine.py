@@ -2,9 +2,10 @@
 
 Compiling does all the work that does not depend on the call:
 
-- every `match` glob becomes a predicate, and the globs that share an `(origin, path)` become one
-  RE2 set (one DFA pass over the text reports every glob that matches);
-- every rule's `tool` alternatives go into one RE2 set per origin.
+- every `match` glob becomes a predicate (built when first needed), and the globs that share an
+  `(origin, path)` become one `MultiGlob` (one RE2 search for a literal piece of each, then
+  an exact check of the globs whose piece occurs: bot/rules/globs.py);
+- every rule's `tool` alternatives go into one `MultiGlob` per origin.
 
 Evaluating a call then only walks `tool_input` and runs prepared matchers. What depends on the
 tool name alone is memoised per `(tool_name, origin)` in a bounded dict (a "plan": the rules whose
@@ -29,10 +30,16 @@ from bot.errors import (
     ApprovalError,
     ErrorValue,
 )
-from bot.rules.globs import MultiGlob, simple_predicate
-from bot.rules.globs import predicate as glob_predicate
+from bot.rules.globs import MultiGlob, lazy_predicate, simple_predicate
 from bot.rules.paths import Step, encode_text, leaf_text, path_steps, text_bytes_at
-from bot.rules.validate import ORIGINS, RuleSpec, check_aliases, check_rules, compact_json
+from bot.rules.validate import (
+    ORIGINS,
+    RuleSpec,
+    check_aliases,
+    check_rules,
+    compact_json,
+    specs_of,
+)
 from bot.rules.validate import RulesInvalid as RulesInvalid
 
 Mode = Literal["bypass", "ask", "rules"]
@@ -407,7 +414,7 @@ def _compile(specs: list[RuleSpec], aliases: dict[str, str], rules_json: list[An
                 tool=spec.tool,
                 path=None if spec.path is None else path_steps(spec.path),
                 reason=reason,
-                predicate=None if pattern is None else glob_predicate(pattern),
+                predicate=None if pattern is None else lazy_predicate(pattern),
                 simple=pattern is not None and simple_predicate(pattern) is not None,
             )
         )
@@ -437,23 +444,24 @@ def _compile(specs: list[RuleSpec], aliases: dict[str, str], rules_json: list[An
     )
 
 
-@lru_cache(maxsize=128)
+@lru_cache(maxsize=256)
 def _compile_cached(text: str, alias_items: tuple[tuple[str, str], ...]) -> Policy:
-    rules_json = json.loads(text)
-    problems: list[str] = []
-    specs = check_rules(rules_json, problems)
-    assert not problems, problems  # the text was validated before it was cached
-    return _compile(specs, dict(alias_items), rules_json)
+    rules_json = json.loads(text)  # validated by `compile_policy` before it comes here
+    return _compile(specs_of(rules_json), dict(alias_items), rules_json)
 
 
-def compile_policy(rules: object, aliases: Mapping[str, str] | None = None) -> Policy:
+def compile_policy(
+    rules: object, aliases: Mapping[str, str] | None = None, *, bounded: bool = True
+) -> Policy:
     """Validate (raising `RulesInvalid` with every problem) and compile a declared rule list.
 
     Equal declarations share one compiled `Policy` (a bounded memo keyed on the compact JSON
     text), so a hundred runs on one profile compile it once and share its plan caches.
+    `bounded=False` skips the cost bounds of a declaration (issue 21), for a list stored before
+    them (a run's frozen rules): what was accepted once keeps working.
     """
     problems: list[str] = []
-    specs = check_rules(rules, problems)
+    specs = check_rules(rules, problems, bounded=bounded)
     alias_map = check_aliases(aliases, problems)
     if problems:
         raise RulesInvalid(problems)

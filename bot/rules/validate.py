@@ -1,7 +1,10 @@
 """Validation of a declared `approval_rules` list and alias map (SPEC 2.1).
 
 Every problem is reported, each as `approval_rules[3].mtach: unknown key`; an invalid list is
-refused as a whole.
+refused as a whole. Beyond SPEC 2.1, what a glob may cost is bounded (issue 21,
+bot/rules/globs.py: its bytes and wildcards from its first `*` on, and in a list the pieces
+between two `*` that hold a `?`): checked when a list is declared, never when a stored one is
+compiled again.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from bot.errors import INVALID_RULES, ApprovalError
+from bot.rules.globs import MAX_INNER_QMARK_BYTES, glob_problem, inner_qmark_bytes
 
 MAX_RULES_BYTES = 65_536
 RULE_KEYS = ("tool", "verdict", "path", "match", "reason", "origin")
@@ -96,8 +100,35 @@ def _check_string(
     return value
 
 
-def _check_rule(index: int, rule: object, problems: list[str]) -> RuleSpec | None:
-    at = f"approval_rules[{index}]"
+def _shown_glob(glob: str) -> str:
+    return compact_json(glob if len(glob) <= 40 else glob[:40] + "…")
+
+
+def tool_glob_problems(tool: str, at: str) -> list[str]:
+    """The cost bounds of each `|`-alternative of a `tool` (issue 21), named by the key `at`."""
+    found: list[str] = []
+    for alternative in tool.split("|"):
+        problem = glob_problem(alternative.encode())
+        if problem is not None:
+            found.append(f"{at}: {problem}, in {_shown_glob(alternative)}")
+    return found
+
+
+def inner_qmark_problem(globs: Sequence[str], at: str) -> str | None:
+    """The list-wide bound on the pieces between two `*` that hold a `?` (issue 21), or None."""
+    total = sum(inner_qmark_bytes(glob.encode()) for glob in globs)
+    if total <= MAX_INNER_QMARK_BYTES:
+        return None
+    return (
+        f"{at}: {total} bytes of pieces between two * that hold a ? "
+        f"(at most {MAX_INNER_QMARK_BYTES} in all the globs)"
+    )
+
+
+def _check_rule(
+    index: int, rule: object, problems: list[str], bounded: bool, name: str
+) -> RuleSpec | None:
+    at = f"{name}[{index}]"
     if not isinstance(rule, dict):
         problems.append(f"{at}: must be an object, not {json_type(rule)}")
         return None
@@ -116,6 +147,8 @@ def _check_rule(index: int, rule: object, problems: list[str]) -> RuleSpec | Non
                 problems.append(f"{at}.tool: must not be empty")
             elif "" in tool.split("|"):
                 problems.append(f"{at}.tool: empty glob in {compact_json(tool)}")
+            elif bounded:
+                problems.extend(tool_glob_problems(tool, f"{at}.tool"))
 
     verdict: str | None = None
     if "verdict" not in rule:
@@ -141,6 +174,10 @@ def _check_rule(index: int, rule: object, problems: list[str]) -> RuleSpec | Non
         match = _check_string(rule, "match", at, problems)
         if "path" not in rule:
             problems.append(f"{at}.match: only allowed together with path")
+        elif match is not None and bounded:
+            problem = glob_problem(match.encode())
+            if problem is not None:
+                problems.append(f"{at}.match: {problem}")
 
     reason: str | None = None
     if "reason" in rule:
@@ -160,26 +197,51 @@ def _check_rule(index: int, rule: object, problems: list[str]) -> RuleSpec | Non
     return RuleSpec(index, tool, verdict, path, match, reason, origin)
 
 
-def check_rules(rules: object, problems: list[str]) -> list[RuleSpec]:
-    """Validate a declared list, appending every problem found. Returns the rules (if valid)."""
+def check_rules(
+    rules: object, problems: list[str], *, bounded: bool = True, name: str = "approval_rules"
+) -> list[RuleSpec]:
+    """Validate a declared list, appending every problem found. Returns the rules (if valid).
+
+    `bounded` (a declaration) also applies the cost bounds of issue 21; a list stored before
+    them is compiled again with `bounded=False`. `name` is the list's, in the problems."""
     if not isinstance(rules, list):
-        problems.append(f"approval_rules: must be an array, not {json_type(rules)}")
+        problems.append(f"{name}: must be an array, not {json_type(rules)}")
         return []
     try:
         size = len(compact_json(rules).encode("utf-8", "surrogatepass"))
     except (TypeError, ValueError, RecursionError):
-        problems.append("approval_rules: not a JSON value")
+        problems.append(f"{name}: not a JSON value")
     else:
         if size > MAX_RULES_BYTES:
-            problems.append(
-                f"approval_rules: {size} bytes exceeds the {MAX_RULES_BYTES}-byte bound"
-            )
+            problems.append(f"{name}: {size} bytes exceeds the {MAX_RULES_BYTES}-byte bound")
     specs: list[RuleSpec] = []
     for index, rule in enumerate(rules):
-        spec = _check_rule(index, rule, problems)
+        spec = _check_rule(index, rule, problems, bounded, name)
         if spec is not None:
             specs.append(spec)
+    if bounded:
+        globs = [alt for spec in specs for alt in spec.tool.split("|")]
+        globs += [spec.match for spec in specs if spec.match is not None]
+        problem = inner_qmark_problem(globs, name)
+        if problem is not None:
+            problems.append(problem)
     return specs
+
+
+def specs_of(rules: list[dict[str, str]]) -> list[RuleSpec]:
+    """The rules of a list that `check_rules` accepted, without checking them again."""
+    return [
+        RuleSpec(
+            index,
+            rule["tool"],
+            rule["verdict"],
+            rule.get("path"),
+            rule.get("match"),
+            rule.get("reason"),
+            rule.get("origin", "model"),
+        )
+        for index, rule in enumerate(rules)
+    ]
 
 
 def check_aliases(aliases: object, problems: list[str]) -> dict[str, str]:
@@ -208,7 +270,8 @@ def check_aliases(aliases: object, problems: list[str]) -> dict[str, str]:
 
 
 def validate_rules(rules: object, aliases: object = None) -> list[RuleSpec]:
-    """Validate rules and aliases together; raise `RulesInvalid` naming every problem."""
+    """Validate rules and aliases together (with the cost bounds of a declaration); raise
+    `RulesInvalid` naming every problem."""
     problems: list[str] = []
     specs = check_rules(rules, problems)
     check_aliases(aliases, problems)
