@@ -262,12 +262,6 @@ def with_rule(learned: Sequence[dict[str, Any]], rule_id: str, rule: dict[str, A
     return grown
 
 
-def compile_learned(learned: Sequence[dict[str, Any]], aliases: dict[str, str]) -> Policy | None:
-    if not learned:
-        return None
-    return compile_policy([e["rule"] for e in learned], aliases)
-
-
 def _learnable(verdict: Verdict) -> bool:
     """Whether a learned allow may change this verdict: a park, or a `rules`-mode refusal for
     want of an allow rule. Never a deny (it names its rule), never an undeclared tool."""
