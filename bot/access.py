@@ -36,18 +36,18 @@ def require_application(principal: Principal, detail: str = APPLICATION_DETAIL) 
 
 
 DECLARER_DETAIL = (
-    "withdrawing needs a member's credential or that of the application that declared the run"
+    "{} needs a member's credential or that of the application that declared the run"
 )
 
 
-def require_member_or_declarer(principal: Principal, run: Run) -> None:
-    """People may withdraw any parked task of their workspace; an application only those of a
-    run it declared (another agent's calls are not its to give up)."""
+def require_member_or_declarer(principal: Principal, run: Run, doing: str = "withdrawing") -> None:
+    """People may withdraw any parked task of their workspace, and stop any run; an application
+    only those of a run it declared (another agent's calls are not its to give up)."""
     if principal.is_member or (
         run.application_id is not None and run.application_id == principal.id
     ):
         return
-    raise ApprovalError(errors.MEMBER_CREDENTIAL_REQUIRED, DECLARER_DETAIL, 403)
+    raise ApprovalError(errors.MEMBER_CREDENTIAL_REQUIRED, DECLARER_DETAIL.format(doing), 403)
 
 
 def check_origin(principal: Principal, origin: str, may_claim: Collection[str] = ()) -> None:

@@ -128,6 +128,13 @@ class Runs(Quorum):
             learned: list[dict[str, Any]] = []
             if parent is not None:
                 learned = list(parent.learned_rules)
+                same_agent = not principal.is_member and principal.id == parent.application_id
+                if learned and not same_agent:
+                    # A rule a person learned for "this run" was given to that agent's run: a
+                    # continuation by anyone else keeps only the profile's (issue 21, 12).
+                    kept = await tx.learned_rules(workspace_id)
+                    scoped = {r.id for r in kept if r.scope == "run"}
+                    learned = [e for e in learned if e.get("id") not in scoped]
             elif spec.profile is not None:
                 found = await tx.learned_rules(workspace_id, profile=spec.profile)
                 learned = [{"id": rule.id, "rule": rule.rule} for rule in found]
@@ -238,6 +245,9 @@ class Runs(Quorum):
         now = self.clock.now()
         async with self.store.write() as tx:
             run = await self._run(tx, workspace_id, run_id)
+            # Another agent's run is not an application's to stop (as its calls are not to
+            # withdraw); people may stop any run of their workspace.
+            access.require_member_or_declarer(principal, run, "stopping")
             if run.state == "stopped" and action == "stopped":
                 return run
             if not await tx.set_run_state(run_id, from_states, "stopped"):
