@@ -35,9 +35,7 @@ def require_application(principal: Principal, detail: str = APPLICATION_DETAIL) 
         raise ApprovalError(errors.APPLICATION_CREDENTIAL_REQUIRED, detail, 403)
 
 
-DECLARER_DETAIL = (
-    "{} needs a member's credential or that of the application that declared the run"
-)
+DECLARER_DETAIL = "{} needs a member's credential or that of the application that declared the run"
 
 
 def require_member_or_declarer(principal: Principal, run: Run, doing: str = "withdrawing") -> None:

@@ -113,6 +113,8 @@ class Run:
     # Which text of its calls is a shell line, judged command by command (bot/rules/compound.py):
     # `{"tool", "path"}` entries, its profile's (or parent's) and its own.
     shell_commands: list[dict[str, str]] = field(default_factory=list)
+    # The member who declared it (None: an application did): a requester of its calls too.
+    declared_by: str | None = None
 
 
 @dataclass(slots=True)

@@ -246,7 +246,7 @@ def may_still_approve(
     given: Sequence[str],
     groups_of: Mapping[str, Collection[str]],
     members: Sequence[str],
-    excluded: str | None = None,
+    excluded: Collection[str] = (),
 ) -> list[str]:
     """The members (of `members`, in its order) whose approval would still count toward a
     requirement not yet met: not those who approved, not `excluded` (the person the run acts
@@ -261,7 +261,7 @@ def may_still_approve(
         name
         for name in members
         if name not in given
-        and name != excluded
+        and name not in excluded
         and any(qualifies(r, groups_of.get(name, ())) for r in open_ones)
     ]
 
@@ -318,18 +318,22 @@ class GroupInUse:
         return f"{self.detail}: {shown}" + (f" and {more} more" if more > 0 else "")
 
 
-def self_excluded(run: Run) -> str | None:
-    """The person who may not approve the run's calls: the one it acts for, when it forbids
-    self-approval."""
-    return run.on_behalf_of if run.forbid_self_approval else None
+def self_excluded(run: Run) -> frozenset[str]:
+    """The people who may not approve the run's calls when it forbids self-approval: the one
+    it acts for and the member who declared it (requesters both)."""
+    if not run.forbid_self_approval:
+        return frozenset()
+    return frozenset(name for name in (run.on_behalf_of, run.declared_by) if name)
 
 
 def _approvers(
-    requirement: Mapping[str, Any], members: Mapping[str, Collection[str]], excluded: str | None
+    requirement: Mapping[str, Any],
+    members: Mapping[str, Collection[str]],
+    excluded: Collection[str],
 ) -> int:
     """How many people may approve toward `requirement` (the members of any of its groups)."""
     people = {m for g in requirement.get("groups") or () for m in members.get(g, ())}
-    return len(people - {excluded})
+    return len(people - set(excluded))
 
 
 def group_in_use(

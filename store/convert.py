@@ -112,6 +112,7 @@ def run_values(run: Run) -> dict[str, Any]:
         "forbid_self_approval": run.forbid_self_approval,
         "on_behalf_of": run.on_behalf_of,
         "shell_commands": run.shell_commands or None,
+        "declared_by": run.declared_by,
         "created_at": ts(run.created_at),
     }
 
@@ -138,6 +139,7 @@ def run(row: Mapping[str, Any]) -> Run:
         forbid_self_approval=bool(row["forbid_self_approval"]),
         on_behalf_of=row["on_behalf_of"],
         shell_commands=row["shell_commands"] or [],
+        declared_by=row["declared_by"],
     )
 
 

@@ -108,6 +108,7 @@ class RunRow(SQLModel, table=True):
     )
     on_behalf_of: str | None = Field(default=None, max_length=200)
     shell_commands: Any = _json()  # shell lines judged per command (bot/rules/compound.py)
+    declared_by: str | None = Field(default=None, max_length=200)  # a member who declared it
     created_at: float
 
 

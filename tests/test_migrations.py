@@ -26,7 +26,7 @@ def _diff(connection: Any) -> list[Any]:
 
 
 async def test_migrated_schema_matches_the_tables(store: SqlStore) -> None:
-    assert await is_current(store.engine) and head_revision() == "0011"
+    assert await is_current(store.engine) and head_revision() == "0012"
     async with store.engine.connect() as conn:
         assert await conn.run_sync(_diff) == []
 

@@ -469,3 +469,21 @@ async def test_the_proposal_under_a_quorum_is_for_the_edit_being_counted(api: Se
     assert (status, body["state"]) == (200, "needs_approval"), body
     status, proposal = await api.call("GET", f"/runs/{run_id}/tasks/b1/proposal", "alice")
     assert (status, proposal["rule"]["match"]) == (200, "git fetch *"), proposal
+
+
+async def test_the_member_who_declared_a_run_cannot_approve_its_calls(api: Served) -> None:
+    """Issue 21 (6): the declaring member is a requester too, with or without on_behalf_of."""
+    for extra in ({}, {"on_behalf_of": "bob"}):
+        body = {"approval_mode": "ask", "forbid_self_approval": True} | extra
+        status, run = await api.call("POST", "/runs", "alice", body)
+        assert status == 201 and run["declared_by"] == "alice", run
+        task = {"key": "d1", "tool_name": "bash", "tool_input": {"command": "make deploy"}}
+        status, parked = await api.call("POST", f"/runs/{run['id']}/tasks", "agent", task)
+        assert (status, parked["state"]) == (201, "needs_approval"), parked
+        status, refused = await review(api, "alice", run["id"], "d1")
+        assert (status, refused["error"]["code"]) == (403, "self_approval_forbidden")
+        assert "declared by alice" in refused["error"]["detail"]
+        approver = "zed" if extra else "bob"
+        await team(api, "zed")
+        status, done = await review(api, approver, run["id"], "d1")
+        assert (status, done.get("resolved_by")) == (200, approver), done

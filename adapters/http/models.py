@@ -313,6 +313,7 @@ class RunOut(ResponseModel):
     forbid_self_approval: bool | None = None
     on_behalf_of: str | None = None
     shell_commands: list[dict[str, str]] = Field(default_factory=list)
+    declared_by: str | None = None
 
 
 class ExecutorOut(ResponseModel):
@@ -418,6 +419,8 @@ def run_out(run: Run) -> dict[str, Any]:
         body["forbid_self_approval"] = True
     if run.on_behalf_of is not None:
         body["on_behalf_of"] = run.on_behalf_of
+    if run.declared_by is not None:
+        body["declared_by"] = run.declared_by  # a member who declared it
     return body
 
 

@@ -117,10 +117,11 @@ class Quorum(Learning):
         input: the other approvals are superseded and the editor's counts first. `as_proposed`
         (the person sent the call's own input while the count is for an edit) restarts it on
         the proposed input likewise: their approval never counts for an edit they undid."""
-        if verdict == "approve" and run.forbid_self_approval and run.on_behalf_of == principal.name:
+        if verdict == "approve" and principal.name in quorum.self_excluded(run):
+            why = "acts for" if run.on_behalf_of == principal.name else "was declared by"
             raise ApprovalError(
                 quorum.SELF_APPROVAL_FORBIDDEN,
-                f"this run acts for {principal.name}: someone else must approve its calls",
+                f"this run {why} {principal.name}: someone else must approve its calls",
                 403,
             )
         current = task.reviewed_input  # the edited input the count is for (None: the call's)

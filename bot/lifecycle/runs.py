@@ -168,6 +168,7 @@ class Runs(Quorum):
                 forbid_self_approval=forbid_self,
                 on_behalf_of=on_behalf_of,
                 shell_commands=declared.shell_commands,
+                declared_by=principal.name if principal.is_member else None,
             )
             await tx.insert_run(run)
             await tx.add_log([log_entry(run, None, "run_declared", principal, "api")])
