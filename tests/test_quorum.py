@@ -487,3 +487,28 @@ async def test_the_member_who_declared_a_run_cannot_approve_its_calls(api: Serve
         await team(api, "zed")
         status, done = await review(api, approver, run["id"], "d1")
         assert (status, done.get("resolved_by")) == (200, approver), done
+
+
+async def test_a_requirement_is_never_skipped_by_a_learned_rule_or_an_author_row(
+    api: Served,
+) -> None:
+    """Issue 21 (5): a learned rule made at the final approval does not grant later calls the
+    requirement matches, and a member's author row under a requirement parks for its count."""
+    run_id = await declare(api, approval_requirements=[{"tool": "deploy", "approvals": 2}])
+    await park(api, run_id, "d1")
+    await review(api, "alice", run_id, "d1")
+    status, done = await review(api, "bob", run_id, "d1", body={"allow": {"scope": "run"}})
+    assert (status, done["state"]) == (200, "granted"), done
+    status, learned = await api.call("GET", "/rules/learned", "alice")
+    assert status == 200 and any(r["rule"]["tool"] == "deploy" for r in learned["rules"])
+    again = await park(api, run_id, "d2")  # the learned rule does not stand in for two people
+    assert again["approvals"] == {"required": 2, "given": []}
+    other = {"key": "b1", "tool_name": "bash", "tool_input": {"command": "make"}}
+    await api.call("POST", f"/runs/{run_id}/tasks", "agent", other)
+
+    author = {"key": "a1", "tool_name": "deploy", "tool_input": PROD, "origin": "author"}
+    status, row = await api.call("POST", f"/runs/{run_id}/tasks", "alice", author)
+    assert (status, row["state"]) == (201, "needs_approval"), row
+    plain = {"key": "a2", "tool_name": "bash", "tool_input": {"command": "ls"}, "origin": "author"}
+    status, row = await api.call("POST", f"/runs/{run_id}/tasks", "alice", plain)
+    assert (status, row["state"]) == (201, "granted"), row  # no requirement: pre-approved

@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from bot import learning, tokens
+from bot import learning, quorum, tokens
 from bot.clock import Clock
 from bot.decisions import DecisionSettings, Profile, not_found
 from bot.domain import Run, Task
@@ -128,9 +128,23 @@ class ServiceBase:
             )
             if learned is None:
                 return verdict
-            return learning.apply(
+            applied = learning.apply(
                 verdict, learned, ids, tool_name=tool_name, tool_input=call_input, origin=origin
             )
+            if applied is not verdict and under_quorum():
+                return verdict  # a learned rule never stands in for several approvers
+            return applied
+
+        quorum_found: list[bool] = []
+
+        def under_quorum() -> bool:
+            """Whether the call (as a whole) meets an approval requirement (issue 21, 5)."""
+            if not quorum_found:
+                found = quorum.matching(
+                    run.approval_requirements, run.aliases, tool_name, tool_input
+                )
+                quorum_found.append(bool(found))
+            return quorum_found[0]
 
         if not run.shell_commands:  # the seed's judgement: the whole text against each glob
             return compound.LineVerdict(decide(tool_input))

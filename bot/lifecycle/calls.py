@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from bot import access, effects, errors, quorum, tokens
 from bot.decisions import (
     FAILURE_POLICIES,
@@ -70,6 +72,18 @@ class Calls(Recording):
                 tool_names=names,
             )
             verdict = judged.verdict
+            if (
+                verdict.outcome == "granted"
+                and spec.origin != "model"
+                and run.approval_requirements
+                and quorum.matching(
+                    run.approval_requirements, run.aliases, spec.tool_name, spec.tool_input
+                )
+            ):
+                # An author or kernel row is pre-approved, but never past several approvers:
+                # under a requirement it parks for its count (issue 21, 5).
+                why = f"{verdict.why}; an approval requirement needs several approvers"
+                verdict = replace(verdict, outcome="parked", why=why, by_member=False)
             is_question = verdict.tool == ASK_TOOL
             if is_question and verdict.outcome != "failed":
                 check_question(spec.tool_input)
