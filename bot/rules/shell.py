@@ -155,14 +155,14 @@ class _Reader:
             self.note("does not parse")  # what it holds is still read, for the denies
         if b"`" in source or _SUBSTITUTION.search(source):
             self.account(root)
-        if _CONTINUED_WORD.search(source):
+        if b"\\\n" in source and _CONTINUED_WORD.search(source):
             # bash joins `r\<newline>m` into one word (and `x\<newline>#` into `x#`); the
             # grammar splits it
             self.note("a line continuation inside a word")
         if (
-            _EVALUATES.search(source)
+            _SUBSTITUTION_OR_TICK.search(source)
             and _QUOTING.search(source)
-            and _SUBSTITUTION_OR_TICK.search(source)
+            and _EVALUATES.search(source)
         ):
             # `x='a[$(rm …)]'; echo $((x))`: bash evaluates a subscript stored as text
             self.note("evaluates text that may hold a command substitution")
