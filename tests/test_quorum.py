@@ -509,6 +509,18 @@ async def test_a_requirement_is_never_skipped_by_a_learned_rule_or_an_author_row
     author = {"key": "a1", "tool_name": "deploy", "tool_input": PROD, "origin": "author"}
     status, row = await api.call("POST", f"/runs/{run_id}/tasks", "alice", author)
     assert (status, row["state"]) == (201, "needs_approval"), row
+    assert given(row) == ["alice"]  # the appending member is its first approval
+    status, again = await review(api, "alice", run_id, "a1")
+    assert (status, again["error"]["code"]) == (409, "already_reviewed")
+    status, done = await review(api, "bob", run_id, "a1")
+    assert (status, done["state"], done["resolved_by"]) == (200, "granted", "bob")
+    # Under forbid_self_approval the appending member is not counted.
+    strict = await declare(
+        api, approval_requirements=[{"tool": "deploy", "approvals": 2}], on_behalf_of="alice",
+        forbid_self_approval=True,
+    )  # fmt: skip
+    status, row = await api.call("POST", f"/runs/{strict}/tasks", "alice", author)
+    assert (status, row["state"], given(row)) == (201, "needs_approval", []), row
     plain = {"key": "a2", "tool_name": "bash", "tool_input": {"command": "ls"}, "origin": "author"}
     status, row = await api.call("POST", f"/runs/{run_id}/tasks", "alice", plain)
     assert (status, row["state"]) == (201, "granted"), row  # no requirement: pre-approved

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import datetime
 
 from bot import access, effects, errors, quorum, tokens
 from bot.decisions import (
@@ -17,7 +18,7 @@ from bot.decisions import (
     log_entry,
     settled_event,
 )
-from bot.domain import ASK_TOOL, Principal, Task, ordered_id
+from bot.domain import ASK_TOOL, Ending, Principal, Run, Task, ordered_id
 from bot.errors import ApprovalError
 from bot.lifecycle.base import CACHE_LIMIT
 from bot.lifecycle.writes import Recording
@@ -72,6 +73,7 @@ class Calls(Recording):
                 tool_names=names,
             )
             verdict = judged.verdict
+            first_approval = False
             if (
                 verdict.outcome == "granted"
                 and spec.origin != "model"
@@ -84,6 +86,10 @@ class Calls(Recording):
                 # under a requirement it parks for its count (issue 21, 5).
                 why = f"{verdict.why}; an approval requirement needs several approvers"
                 verdict = replace(verdict, outcome="parked", why=why, by_member=False)
+                # The member appending it is its first approval (not one the run forbids).
+                first_approval = principal.is_member and principal.name not in (
+                    quorum.self_excluded(run)
+                )
             is_question = verdict.tool == ASK_TOOL
             if is_question and verdict.outcome != "failed":
                 check_question(spec.tool_input)
@@ -140,6 +146,8 @@ class Calls(Recording):
                 raise ApprovalError(errors.CONFLICT, f"key {task.key!r} is taken", 409) from None
             if task.parked:
                 await self._record_park(tx, run, task, principal, via)
+                if first_approval:
+                    task = await self._first_approval(tx, run, task, principal, via, now)
             else:
                 await tx.add_events([settled_event(task)], now)
                 action = {"granted": "granted", "failed": "refused"}[task.state]
@@ -148,6 +156,24 @@ class Calls(Recording):
         count_append(task.state)
         self.after_commit(run, timers=task.parked, outbox=task.parked and bool(self.channels))
         return Receipt(task, token)
+
+    async def _first_approval(
+        self, tx: Tx, run: Run, task: Task, principal: Principal, via: str, now: datetime
+    ) -> Task:
+        """Count the appending member's approval of their own author row under a requirement
+        (issue 21, 5): the task waits for the others, or ends granted if theirs completes it.
+        A member no requirement counts (outside its groups) is simply not counted."""
+        count_review = self._count_review  # type: ignore[attr-defined]  # bot/lifecycle/quorum.py
+        try:
+            counted, _ = await count_review(tx, run, task, principal, "approve", "", via, now, None)
+        except ApprovalError as refused:
+            if refused.code != quorum.NOT_AN_ELIGIBLE_APPROVER:
+                raise
+            return task
+        if counted is not None:
+            return counted  # type: ignore[no-any-return]
+        ending = Ending("granted", now, principal.name, via)
+        return await self._end(tx, run, task, ending, "approved", principal, None)
 
     def _check_call(self, spec: CallSpec) -> None:
         if spec.key is not None and not KEY_PATTERN.fullmatch(spec.key):
