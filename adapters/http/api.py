@@ -18,7 +18,12 @@ from aiohttp import web
 from adapters.http import ids, sse
 from adapters.http import models as m
 from adapters.http.bodies import read_body
-from adapters.http.middleware import json_response, principal_or_none, unauthorized
+from adapters.http.middleware import (
+    json_response,
+    principal_or_none,
+    still_holds,
+    unauthorized,
+)
 from adapters.http.openapi import Query
 from bot import access, errors
 from bot.core import Core
@@ -339,4 +344,5 @@ async def run_events(request: web.Request, ctx: Ctx) -> web.StreamResponse:
         lambda seq: ctx.core.service.events_after(run.id, seq),
         position=lambda event: event.seq,
         keep=lambda event: event.name != "work_available",
+        allowed=lambda: still_holds(request, ctx.who),
     )

@@ -11,7 +11,7 @@ from adapters.http import models as m
 from adapters.http import sse
 from adapters.http.api import Ctx
 from adapters.http.bodies import read_body
-from adapters.http.middleware import json_response
+from adapters.http.middleware import json_response, still_holds
 from bot import errors
 from bot.domain import Executor
 from bot.errors import ApprovalError
@@ -83,4 +83,16 @@ async def cable(request: web.Request, ctx: Ctx) -> web.StreamResponse:
         after,
         lambda last: ctx.core.store.work_events(executor.id, last),
         position=lambda event: event.id,
+        allowed=lambda: live_still(request, ctx),
     )
+
+
+async def live_still(request: web.Request, ctx: Ctx) -> bool:
+    """The cable's application token still holds and its executor is not revoked."""
+    if not await still_holds(request, ctx.who):
+        return False
+    try:
+        await _live(request, ctx)
+    except ApprovalError:
+        return False
+    return True

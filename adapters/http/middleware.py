@@ -141,6 +141,12 @@ async def principal_or_none(request: web.Request) -> Principal | None:
     return await request.app[CORE].admin.authenticate(token)
 
 
+async def still_holds(request: web.Request, who: Principal) -> bool:
+    """Whether the request's credential still names `who` (a long stream re-asks)."""
+    now = await principal_or_none(request)
+    return now is not None and now.id == who.id
+
+
 def unauthorized() -> ApprovalError:
     return ApprovalError(
         errors.UNAUTHORIZED, "a valid bearer token is required (Authorization: Bearer …)", 401

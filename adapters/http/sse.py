@@ -22,6 +22,9 @@ from bot.errors import ApprovalError
 from bot.events import EventHub
 
 RECHECK = 1.0  # seconds between store reads when no wake-up came
+# Seconds between checks that the stream's credential still holds (and before any events are
+# sent): a revoked token's stream ends within this (issue 21, 7).
+CREDENTIAL_RECHECK = 5.0
 KEEPALIVE = 15.0  # seconds of silence before a comment line
 
 CLOSING = web.AppKey("sse_closing", asyncio.Event)
@@ -51,8 +54,11 @@ async def stream(
     read: Callable[[int], Awaitable[Sequence[Event]]],
     position: Callable[[Event], int],
     keep: Callable[[Event], bool] = lambda _e: True,
+    allowed: Callable[[], Awaitable[bool]] | None = None,
 ) -> web.StreamResponse:
-    """Stream `read(after)` forever: `position(event)` is the SSE id and the resume point."""
+    """Stream `read(after)` forever: `position(event)` is the SSE id and the resume point.
+    `allowed` says whether the credential that opened it still holds: asked before events are
+    sent and every `CREDENTIAL_RECHECK` seconds; the stream ends when it no longer does."""
     response = web.StreamResponse(
         headers={
             "Content-Type": "text/event-stream",
@@ -63,7 +69,7 @@ async def stream(
     await response.prepare(request)
     closing = request.app[CLOSING]
     loop = asyncio.get_running_loop()
-    quiet_since = loop.time()
+    quiet_since = checked = loop.time()
     with contextlib.suppress(ConnectionResetError):
         await response.write(b"retry: 1000\n\n")
         while not closing.is_set():
@@ -72,6 +78,10 @@ async def stream(
                 break
             gate = hub.gate(topic)
             events = await read(after)
+            if allowed is not None and (events or loop.time() - checked >= CREDENTIAL_RECHECK):
+                if not await allowed():
+                    break  # revoked (or removed) since it was opened: nothing more is sent
+                checked = loop.time()
             chunk = b"".join(frame(position(e), e.name, e.data) for e in events if keep(e))
             if events:
                 after = position(events[-1])
